@@ -1,0 +1,109 @@
+"""The annotated field tree: one node type for every field of a Kafka message.
+
+A node knows its name, Kafka type, decoded value, display text, byte offset
+from the start of the frame, size, and the schema's description. Children
+tile their parent exactly (no gap, no overlap) unless they are *generated*:
+values computed by a dissector (a voter's lag, an error name) rather than read
+from the wire, which have size 0 and are skipped by the tiling invariant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdissect.notes import Note
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    name: str
+    type: str
+    value: Any = None
+    display: str = ""
+    offset: int = 0
+    size: int = 0
+    about: str = ""
+    children: list[Node] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    generated: bool = False
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+    def child(self, name: str) -> Node | None:
+        """The first direct child called `name`, or None."""
+        for node in self.children:
+            if node.name == name:
+                return node
+        return None
+
+    def __getitem__(self, name: str) -> Node:
+        found = self.child(name)
+        if found is None:
+            raise KeyError(f"{self.name} has no child {name!r}")
+        return found
+
+    def walk(self, depth: int = 0, path: str = "") -> Iterator[tuple[Node, int, str]]:
+        """Yield (node, depth, path) depth-first, the node itself first.
+
+        Paths join names with dots; array elements keep their `[i]` suffix,
+        so a partition reads `Topics[0].Partitions[2].LeaderId`.
+        """
+        stack: list[tuple[Node, int, str]] = [(self, depth, path or self.name)]
+        while stack:
+            node, level, node_path = stack.pop()
+            yield node, level, node_path
+            for child in reversed(node.children):
+                stack.append((child, level + 1, _join(node_path, node, child)))
+
+    def all_notes(self) -> Iterator[Note]:
+        for node, _, _ in self.walk():
+            yield from node.notes
+
+    def tiling_errors(self) -> list[str]:
+        """Where the children of a node fail to tile it; empty when sound."""
+        problems = []
+        for node, _, path in self.walk():
+            wire = [c for c in node.children if not c.generated]
+            if not wire:
+                continue
+            cursor = node.offset
+            for child in wire:
+                if child.offset != cursor:
+                    problems.append(f"{path}: child {child.name} at {child.offset}, expected {cursor}")
+                cursor = child.end
+            if cursor != node.end:
+                problems.append(f"{path}: children end at {cursor}, node ends at {node.end}")
+        return problems
+
+
+def _join(parent_path: str, parent: Node, child: Node) -> str:
+    # Array elements are named `TopicRequest[0]`; in a path the element index
+    # attaches to the array field instead: `Topics[0]`.
+    name = child.name
+    bracket = name.find("[")
+    if bracket > 0 and parent.type.startswith("[]"):
+        return parent_path + name[bracket:]
+    return f"{parent_path}.{name}" if parent_path else name
+
+
+def printable(text: str) -> str:
+    """Text from the wire made safe for a terminal: control and format characters escaped.
+
+    A hostile client id or topic name must not be able to move the cursor,
+    recolour the terminal or reorder what is shown (bidi overrides), so every
+    C0/C1 control, DEL and Unicode format character becomes a visible escape.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
