@@ -1,0 +1,417 @@
+"""Stage 1: capture files (pcap, pcapng) to numbered packets.
+
+Both formats are read record by record with exact-size reads, so a pipe
+(`tcpdump -U -w - | kdissect -`) is consumed as it arrives and nothing is kept
+after a packet has been handed on.
+
+Classic pcap is walked with a small `struct` loop: it is the hot path of the
+whole tool and dpkt's reader builds a header object per record, which costs
+more than all of our own per-record work. pcapng blocks are walked with
+`struct` too, because dpkt's pcapng reader only knows the first interface of a
+file; dpkt parses the interface description blocks (their options carry the
+timestamp resolution and offset), which are rare.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+import dpkt.pcapng
+
+from kdissect.notes import Note, error, note, warn
+
+Report = Callable[[Note], None]
+
+
+class Reader(Protocol):
+    """All a capture source must offer: `read`, which may return fewer bytes than asked."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+Record = tuple[int, float, int, bytes, int]  # number, timestamp, linktype, data, original length
+
+PCAP_MAGICS = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1e-6),
+    b"\xa1\xb2\xc3\xd4": (">", 1e-6),
+    b"\x4d\x3c\xb2\xa1": ("<", 1e-9),
+    b"\xa1\xb2\x3c\x4d": (">", 1e-9),
+}
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+MAX_RECORD = 16 * 1024 * 1024  # larger captured lengths mean a corrupt record header
+RESYNC_WINDOW = 4 * 1024 * 1024  # bytes searched for the next record after a corrupt one
+READ_BUFFER = 1 << 20
+
+BLOCK_IDB, BLOCK_PB, BLOCK_SPB, BLOCK_EPB = 1, 2, 3, 6
+BLOCK_SHB = 0x0A0D0D0A
+QUIET_BLOCKS = {4, 5, 7, 8, 9, 10, 0x80000001, 0x00000BAD, 0x40000BAD}  # NRB, ISB, DSB, custom...
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    number: int  # 1-based position in the capture, as Wireshark numbers frames
+    timestamp: float  # seconds since the epoch
+    linktype: int  # LINKTYPE_* of the interface the packet came from
+    data: bytes  # the captured bytes
+    original_length: int  # length on the wire; more than len(data) when cut by snaplen
+
+
+class CaptureError(Exception):
+    """The input cannot be read as a capture at all (one line for the user)."""
+
+
+def read_packets(source: str | os.PathLike[str] | BinaryIO,
+                 report: Report | None = None) -> Iterator[Packet]:
+    """Every packet of a pcap or pcapng capture, in file order.
+
+    Raises CaptureError (on the first iteration) only when nothing can be read at
+    all; later problems go to `report` and reading goes on where the format allows.
+    """
+    for number, timestamp, linktype, data, original_length in read_records(source, report):
+        yield Packet(number, timestamp, linktype, data, original_length)
+
+
+def read_records(source: str | os.PathLike[str] | BinaryIO,
+                 report: Report | None = None) -> Iterator[Record]:
+    """The fast form of read_packets: plain tuples, no object per packet."""
+    stream, owned = _open(source)
+    try:
+        magic = _read_exact(stream, 4)
+        if not magic:
+            raise CaptureError("empty file")
+        if magic in PCAP_MAGICS:
+            yield from _pcap_records(stream, magic, report or _ignore)
+        elif magic == PCAPNG_MAGIC:
+            yield from _pcapng_records(stream, report or _ignore)
+        else:
+            raise CaptureError(f"not a pcap or pcapng file (magic 0x{magic.hex()})")
+    finally:
+        if owned:
+            stream.close()
+
+
+def _ignore(_note: Note) -> None:
+    pass
+
+
+def _open(source: str | os.PathLike[str] | BinaryIO) -> tuple[BinaryIO, bool]:
+    if not isinstance(source, str | os.PathLike):
+        return source, False
+    name = os.fspath(source)
+    if os.path.isdir(name):
+        raise CaptureError(f"{name}: is a directory, not a capture file")
+    try:
+        return open(name, "rb", buffering=READ_BUFFER), True
+    except OSError as exc:
+        raise CaptureError(f"{name}: {exc.strerror or exc}") from None
+
+
+def _read_exact(stream: Reader, size: int) -> bytes:
+    """`size` bytes, or fewer only at the end of the input (pipes may return short reads)."""
+    data = stream.read(size)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = stream.read(size - got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class _PcapLayout:
+    endian: str
+    resolution: float  # seconds per timestamp unit
+    snaplen: int
+    linktype: int
+
+    def plausible(self, header: bytes | bytearray, position: int, seconds: int) -> int | None:
+        """The record length when a plausible record header starts at `position`.
+
+        Plausible: a timestamp within a day of the last good one, a sub-second part
+        below one second, and a captured length within the snap length and not
+        above the original length.
+        """
+        if len(header) - position < 16:
+            return None
+        when, fraction, captured, original = struct.unpack_from(self.endian + "IIII", header, position)
+        if abs(when - seconds) > 86400 or fraction * self.resolution >= 1.0:
+            return None
+        if captured > max(self.snaplen, 65535) or not captured <= original <= MAX_RECORD:
+            return None
+        return 16 + captured
+
+
+def _pcap_records(stream: Reader, magic: bytes, report: Report) -> Iterator[Record]:
+    endian, resolution = PCAP_MAGICS[magic]
+    rest = _read_exact(stream, 20)
+    if len(rest) < 20:
+        raise CaptureError(f"pcap file header cut short ({4 + len(rest)} of 24 bytes)")
+    _major, _minor, _zone, _sigfigs, snaplen, network = struct.unpack(endian + "HHiIII", rest)
+    layout = _PcapLayout(endian, resolution, snaplen, network & 0x0FFFFFFF)  # upper bits: FCS
+    oversized = _OversizedRecords(snaplen, report)
+    number, seconds = 0, 0
+    resumed: Reader | None = stream
+    while resumed is not None:
+        number, seconds, resumed = yield from _pcap_run(resumed, layout, number, seconds,
+                                                         oversized, report)
+
+
+def _pcap_run(stream: Reader, layout: _PcapLayout, number: int, seconds: int,
+              oversized: _OversizedRecords, report: Report
+              ) -> Generator[Record, None, tuple[int, int, Reader | None]]:
+    """Records until the end, or until a corrupt record header (then: where to resume)."""
+    record_header = struct.Struct(layout.endian + "IIII").unpack
+    read, resolution, linktype = stream.read, layout.resolution, layout.linktype
+    while True:
+        header = read(16)
+        if len(header) < 16:
+            completed = _rest_of_header(stream, header, number, report)
+            if completed is None:
+                return number, seconds, None
+            header = completed
+        when, fraction, captured, original = record_header(header)
+        if captured > layout.snaplen and oversized.bad(number + 1, captured):
+            return number, seconds, _resume(stream, header, layout, number, seconds, report)
+        data = read(captured)
+        if len(data) < captured:
+            data += _read_exact(stream, captured - len(data))
+            if len(data) < captured:
+                report(warn(f"capture cut short: packet {number + 1} has {len(data)} of its "
+                            f"{captured} bytes; the rest of the file is missing"))
+                return number, seconds, None
+        number += 1
+        seconds = when
+        yield number, when + fraction * resolution, linktype, data, original
+
+
+def _resume(stream: Reader, header: bytes, layout: _PcapLayout, number: int, seconds: int,
+            report: Report) -> Reader | None:
+    """After a corrupt record header: the stream from the next plausible record, if any.
+
+    A candidate must be followed by another plausible record header or by the end
+    of the file; at most RESYNC_WINDOW bytes are searched.
+    """
+    window = header + _read_exact(stream, RESYNC_WINDOW)
+    at_end = len(window) < RESYNC_WINDOW + len(header)
+    for position in range(1, len(window) - 15):
+        length = layout.plausible(window, position, seconds)
+        if length is None:
+            continue
+        following = position + length
+        if (following == len(window) and at_end) or layout.plausible(window, following, seconds):
+            report(warn(f"resumed reading at the next plausible record after packet {number}, "
+                        f"{position} bytes later"))
+            return _Prefixed(window[position:], stream)
+    report(error(f"no plausible record found in the {len(window)} bytes after packet {number}; "
+                 "the rest of the file cannot be read"))
+    return None
+
+
+class _Prefixed:
+    """A stream whose first bytes were already read: `prefix`, then the rest of `stream`."""
+
+    def __init__(self, prefix: bytes, stream: Reader) -> None:
+        self.prefix, self.stream = prefix, stream
+
+    def read(self, size: int = -1) -> bytes:
+        if not self.prefix:
+            return self.stream.read(size)
+        if size < 0:
+            data, self.prefix = self.prefix + self.stream.read(), b""
+            return data
+        data, self.prefix = self.prefix[:size], self.prefix[size:]
+        return data
+
+
+def _rest_of_header(stream: Reader, header: bytes, number: int, report: Report) -> bytes | None:
+    """Complete a record header after a short read; None at the end of the input."""
+    if header:
+        header += _read_exact(stream, 16 - len(header))
+    if len(header) == 16:
+        return header
+    if header:
+        report(warn(f"capture cut short: the record header after packet {number} has "
+                    f"{len(header)} of 16 bytes"))
+    return None
+
+
+class _OversizedRecords:
+    """Records longer than the snap length: read them (one note), unless absurdly long."""
+
+    def __init__(self, snaplen: int, report: Report) -> None:
+        self.snaplen, self.report, self.noted = snaplen, report, False
+
+    def bad(self, number: int, captured: int) -> bool:
+        if captured > max(MAX_RECORD, self.snaplen):
+            self.report(error(f"packet {number}: record header is corrupt (captured length "
+                              f"{captured})"))
+            return True
+        if not self.noted:
+            self.noted = True
+            self.report(note(f"packet {number}: captured length {captured} exceeds the file's "
+                             f"snap length {self.snaplen}; read anyway (later ones not reported)"))
+        return False
+
+
+@dataclass(slots=True)
+class _Interface:
+    linktype: int
+    snaplen: int
+    divisor: float  # timestamp units per second
+    offset: int  # seconds added to every timestamp
+
+
+class _Section:
+    """The state of one pcapng section: byte order and interfaces."""
+
+    def __init__(self, endian: str) -> None:
+        self.endian = endian
+        self.interfaces: list[_Interface] = []
+        self.epb = struct.Struct(endian + "IIIII").unpack_from
+        self.block_header = struct.Struct(endian + "II").unpack
+
+
+def _pcapng_records(stream: Reader, report: Report) -> Iterator[Record]:
+    section = _read_section_header(stream, PCAPNG_MAGIC, report, first=True)
+    number = 0
+    while section is not None:
+        header = _read_exact(stream, 8)
+        if len(header) < 8:
+            if header:
+                report(warn(f"capture cut short: a block header after packet {number} is incomplete"))
+            return
+        block_type, length = section.block_header(header)
+        if block_type == BLOCK_SHB:
+            section = _read_section_header(stream, header, report, first=False)
+            continue
+        if length < 12 or length % 4 or length > MAX_RECORD + 64:
+            report(error(f"pcapng block after packet {number} has an invalid length ({length}); "
+                         "the rest of the file cannot be read"))
+            return
+        body = _read_exact(stream, length - 8)
+        if len(body) < length - 8:
+            report(warn(f"capture cut short: the block after packet {number} has "
+                        f"{len(body) + 8} of its {length} bytes"))
+            return
+        record = _pcapng_block(section, block_type, body, number, report)
+        if record is not None:
+            number += 1
+            yield (number, *record)
+
+
+def _read_section_header(stream: Reader, head: bytes, report: Report, *,
+                         first: bool) -> _Section | None:
+    """Read the rest of a section header block whose first 4 or 8 bytes are `head`."""
+    head += _read_exact(stream, 12 - len(head))
+    problem = _section_problem(head)
+    if problem is None:
+        endian = "<" if head[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+        (length,) = struct.unpack(endian + "I", head[4:8])
+        rest = _read_exact(stream, max(length - 12, 0))
+        if 28 <= length <= MAX_RECORD and len(rest) == length - 12:
+            return _Section(endian)
+        problem = "pcapng section header is corrupt or cut short"
+    if first:
+        raise CaptureError(problem)
+    report(error(f"{problem}; the rest of the file cannot be read"))
+    return None
+
+
+def _section_problem(head: bytes) -> str | None:
+    if len(head) < 12:
+        return "pcapng section header cut short"
+    if head[8:12] not in (b"\x4d\x3c\x2b\x1a", b"\x1a\x2b\x3c\x4d"):
+        return f"pcapng section header has an unknown byte-order magic 0x{head[8:12].hex()}"
+    return None
+
+
+def _pcapng_block(section: _Section, block_type: int, body: bytes, number: int,
+                  report: Report) -> tuple[float, int, bytes, int] | None:
+    """(timestamp, linktype, data, original length) for a packet block, None otherwise."""
+    if block_type == BLOCK_EPB:
+        return _enhanced_packet(section, body, number, report)
+    if block_type == BLOCK_IDB:
+        section.interfaces.append(_interface(section, body, report))
+    elif block_type == BLOCK_SPB:
+        return _simple_packet(section, body, number, report)
+    elif block_type == BLOCK_PB:
+        return _obsolete_packet(section, body, number, report)
+    elif block_type not in QUIET_BLOCKS:
+        report(note(f"pcapng block of unknown type 0x{block_type:08x} after packet {number} skipped"))
+    return None
+
+
+def _enhanced_packet(section: _Section, body: bytes, number: int,
+                     report: Report) -> tuple[float, int, bytes, int] | None:
+    if len(body) < 24:
+        report(error(f"enhanced packet block after packet {number} is too short; skipped"))
+        return None
+    interface_id, high, low, captured, original = section.epb(body)
+    return _packet_record(section, interface_id, (high << 32) | low, body, 20, captured,
+                          original, number, report)
+
+
+def _obsolete_packet(section: _Section, body: bytes, number: int,
+                     report: Report) -> tuple[float, int, bytes, int] | None:
+    if len(body) < 24:
+        report(error(f"packet block after packet {number} is too short; skipped"))
+        return None
+    interface_id, _drops, high, low, captured, original = struct.unpack_from(
+        section.endian + "HHIIII", body)
+    return _packet_record(section, interface_id, (high << 32) | low, body, 20, captured,
+                          original, number, report)
+
+
+def _simple_packet(section: _Section, body: bytes, number: int,
+                   report: Report) -> tuple[float, int, bytes, int] | None:
+    if not section.interfaces:
+        report(error(f"simple packet block after packet {number} comes before any interface; skipped"))
+        return None
+    (original,) = struct.unpack_from(section.endian + "I", body)
+    interface = section.interfaces[0]
+    captured = min(original, len(body) - 8, interface.snaplen or original)  # less the trailer
+    return 0.0, interface.linktype, body[4:4 + captured], original  # the block has no timestamp
+
+
+def _packet_record(section: _Section, interface_id: int, ticks: int, body: bytes, start: int,
+                   captured: int, original: int, number: int,
+                   report: Report) -> tuple[float, int, bytes, int] | None:
+    if interface_id >= len(section.interfaces):
+        report(error(f"packet {number + 1} names interface {interface_id}, which the file "
+                     "never described; skipped"))
+        return None
+    if start + captured > len(body):
+        report(error(f"packet {number + 1}: captured length {captured} runs past its block; "
+                     "the bytes present are used"))
+        captured = len(body) - start
+    interface = section.interfaces[interface_id]
+    timestamp = ticks / interface.divisor + interface.offset
+    return timestamp, interface.linktype, body[start:start + captured], original
+
+
+def _interface(section: _Section, body: bytes, report: Report) -> _Interface:
+    linktype, _reserved, snaplen = struct.unpack_from(section.endian + "HHI", body)
+    divisor, offset = 1e6, 0
+    block = struct.pack(section.endian + "II", BLOCK_IDB, len(body) + 8) + body
+    try:
+        parser = (dpkt.pcapng.InterfaceDescriptionBlockLE if section.endian == "<"
+                  else dpkt.pcapng.InterfaceDescriptionBlock)
+        for option in parser(block).opts:
+            if option.code == dpkt.pcapng.PCAPNG_OPT_IF_TSRESOL and option.data:
+                exponent = option.data[0]
+                divisor = float(2 ** (exponent & 0x7F) if exponent & 0x80 else 10 ** (exponent & 0x7F))
+            elif option.code == dpkt.pcapng.PCAPNG_OPT_IF_TSOFFSET and len(option.data) >= 8:
+                (offset,) = struct.unpack(section.endian + "q", option.data[:8])
+    except (dpkt.UnpackError, struct.error, ValueError, IndexError):
+        report(warn(f"interface {len(section.interfaces)}: its options are malformed; "
+                    "microsecond timestamps assumed"))
+    return _Interface(linktype, snaplen, divisor or 1e6, offset)
