@@ -1,0 +1,130 @@
+"""Stage 6: pair each response with its request, per connection, by correlation id.
+
+Kafka answers the requests of one connection in the order they were sent, so
+the oldest request in flight is the one a response should match; a match
+further back is noted as out of FIFO order. Once paired, a response knows its
+API key and version (a response header carries neither).
+
+`Sequencer` then releases messages in capture order once they are settled, so
+that a request leaves the pipeline already knowing its response. Holding
+messages back is bounded, in count and in capture time, so a request that is
+never answered cannot stall the output or pin memory.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator
+
+from kdissect import notes
+from kdissect.protocol import REQUEST_MISSING, Message
+
+HOLD_SECONDS = 30.0  # release an unanswered request after this much capture time
+HOLD_MESSAGES = 10_000  # and never hold more messages than this
+
+
+class Pairer:
+    """Matches responses to requests; keeps only the requests still in flight."""
+
+    def __init__(self) -> None:
+        self._in_flight: dict[int, OrderedDict[int, Message]] = {}
+
+    def add(self, message: Message) -> None:
+        if message.correlation_id is None:
+            return
+        flight = self._in_flight.setdefault(message.frame.connection.index, OrderedDict())
+        if message.is_request:
+            self._add_request(flight, message)
+        else:
+            self._add_response(flight, message)
+
+    def _add_request(self, flight: OrderedDict[int, Message], request: Message) -> None:
+        if not request.expects_response:
+            return  # Produce with acks=0: the broker sends nothing back
+        correlation_id = request.correlation_id
+        assert correlation_id is not None
+        earlier = flight.pop(correlation_id, None)
+        if earlier is not None:
+            request.notes.append(
+                notes.warn(
+                    f"duplicate correlation id {correlation_id} in flight "
+                    f"(message #{earlier.number} still unanswered)"
+                )
+            )
+        flight[correlation_id] = request
+        if len(flight) > HOLD_MESSAGES:
+            flight.popitem(last=False)
+
+    def _add_response(self, flight: OrderedDict[int, Message], response: Message) -> None:
+        correlation_id = response.correlation_id
+        assert correlation_id is not None
+        request = flight.pop(correlation_id, None)
+        if request is None:
+            response.notes.append(notes.warn(REQUEST_MISSING))
+            return
+        oldest = next(iter(flight.values()), None)
+        if oldest is not None and oldest.number < request.number:
+            response.notes.append(
+                notes.warn(
+                    "response out of FIFO order: an older request on this connection "
+                    f"(#{oldest.number}) is still unanswered"
+                )
+            )
+        request.pair, response.pair = response, request
+        response.api_key, response.api_version = request.api_key, request.api_version
+
+
+class Sequencer:
+    """Releases messages in capture order once each is settled.
+
+    A response is settled at once; a request when it is answered, when no
+    answer is expected (Produce with acks=0), or when holding it longer would
+    exceed the bounds. Requests still unanswered when released at the end of
+    the capture get a note.
+    """
+
+    def __init__(self, hold_seconds: float = HOLD_SECONDS, hold_messages: int = HOLD_MESSAGES):
+        self._queue: deque[Message] = deque()
+        self._hold_seconds = hold_seconds
+        self._hold_messages = hold_messages
+
+    def push(self, message: Message) -> Iterator[Message]:
+        self._queue.append(message)
+        newest = message.time
+        queue = self._queue
+        while queue and (
+            _settled(queue[0])
+            or len(queue) > self._hold_messages
+            or newest - queue[0].time > self._hold_seconds
+        ):
+            head = queue.popleft()
+            if not _settled(head):
+                head.notes.append(
+                    notes.note(f"no response within {self._hold_seconds:g} s of capture time")
+                )
+            yield head
+
+    def finish(self) -> Iterator[Message]:
+        while self._queue:
+            head = self._queue.popleft()
+            if not _settled(head):
+                head.notes.append(notes.note("request never answered in this capture"))
+            yield head
+
+
+def _settled(message: Message) -> bool:
+    return (
+        not message.is_request
+        or message.pair is not None
+        or not message.expects_response
+        or message.correlation_id is None
+    )
+
+
+def pair_messages(messages: Iterable[Message]) -> Iterator[Message]:
+    """Pair and re-sequence a stream of messages in capture order."""
+    pairer, sequencer = Pairer(), Sequencer()
+    for message in messages:
+        pairer.add(message)
+        yield from sequencer.push(message)
+    yield from sequencer.finish()

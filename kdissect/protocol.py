@@ -1,0 +1,190 @@
+"""Stage 5: Kafka messages. Headers are read on the fast path; bodies on demand.
+
+A `Message` is one Kafka request or response: its frame, the header fields
+every summary needs (API, version, correlation id, client id), and notes. The
+annotated tree of the whole message is built only when something asks for it
+(`Message.tree()`), because the summary path must not pay for bodies.
+
+A response carries no API key: it is decoded through its request, which the
+pairing stage links to it (`Message.pair`).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from kdissect import notes
+from kdissect.apis import api_name, request_header_version
+from kdissect.framing import Direction, Frame
+from kdissect.notes import Note
+from kdissect.tree import Node
+
+_REQUEST_FIXED = struct.Struct(">ihhi")  # size, api key, api version, correlation id
+_RESPONSE_FIXED = struct.Struct(">ii")  # size, correlation id
+_INT16 = struct.Struct(">h")
+PRODUCE = 0
+REQUEST_MISSING = "request missing: body not decoded"
+
+
+@dataclass(slots=True, eq=False)
+class Message:
+    number: int  # 1-based, in capture order of the message's last packet
+    frame: Frame
+    correlation_id: int | None
+    api_key: int | None = None  # a response's come from its request once paired
+    api_version: int | None = None
+    client_id: str | None = None  # requests only
+    expects_response: bool = True  # False for Produce with acks=0
+    notes: list[Note] = field(default_factory=list)
+    pair: Message | None = None
+    _tree: Node | None = None
+
+    @property
+    def direction(self) -> Direction:
+        return self.frame.direction
+
+    @property
+    def is_request(self) -> bool:
+        return self.frame.direction is Direction.REQUEST
+
+    @property
+    def time(self) -> float:
+        return self.frame.last_time
+
+    @property
+    def packet(self) -> int:
+        return self.frame.last_packet
+
+    @property
+    def length(self) -> int:
+        """The size prefix's value: bytes after the prefix, as the sender declared."""
+        data = self.frame.data
+        return int.from_bytes(data[:4], "big", signed=True) if len(data) >= 4 else len(data)
+
+    @property
+    def api_name(self) -> str | None:
+        return None if self.api_key is None else api_name(self.api_key)
+
+    @property
+    def latency(self) -> float | None:
+        """Seconds from the request's last packet to the response's last packet."""
+        if self.is_request or self.pair is None:
+            return None
+        return self.time - self.pair.time
+
+    def all_notes(self) -> list[Note]:
+        """Frame, header and pairing notes, then the tree's if it was built."""
+        found = list(self.frame.notes) + self.notes
+        if self._tree is not None:
+            seen = {(n.severity, n.message) for n in found}
+            found.extend(n for n in self._tree.all_notes() if (n.severity, n.message) not in seen)
+        return found
+
+    def _repr_html_(self) -> str:
+        from kdissect.present.html import message_html
+
+        return message_html(self)
+
+    def tree(self) -> Node:
+        """The annotated tree of the whole message, decoded once on first use."""
+        if self._tree is None:
+            from kdissect.dissect import dissect_request, dissect_response
+
+            data = self.frame.data
+            if self.is_request:
+                self._tree = dissect_request(data)
+            else:
+                self._tree = dissect_response(data, self.api_key, self.api_version)
+        return self._tree
+
+
+def parse_message(number: int, frame: Frame) -> Message:
+    """Read the header fields of a frame without touching the body."""
+    data = frame.data
+    if frame.direction is Direction.REQUEST:
+        return _parse_request(number, frame, data)
+    if len(data) < _RESPONSE_FIXED.size:
+        return Message(number, frame, None, notes=[_short_header(data, "response")])
+    _, correlation_id = _RESPONSE_FIXED.unpack_from(data)
+    return Message(number, frame, correlation_id)
+
+
+def _parse_request(number: int, frame: Frame, data: bytes) -> Message:
+    if len(data) < _REQUEST_FIXED.size:
+        return Message(number, frame, None, notes=[_short_header(data, "request")])
+    _, key, version, correlation_id = _REQUEST_FIXED.unpack_from(data)
+    message = Message(number, frame, correlation_id, api_key=key, api_version=version)
+    if request_header_version(key, version) >= 1:
+        message.client_id = _client_id(data, message)
+    if key == PRODUCE:
+        message.expects_response = produce_acks(message) != 0
+    return message
+
+
+def _client_id(data: bytes, message: Message) -> str | None:
+    start = _REQUEST_FIXED.size
+    if len(data) < start + 2:
+        message.notes.append(notes.warn("request header cut before client_id", start))
+        return None
+    (length,) = _INT16.unpack_from(data, start)
+    if length < 0:
+        return None
+    raw = data[start + 2 : start + 2 + length]
+    if len(raw) < length:
+        message.notes.append(notes.warn("request header cut inside client_id", start))
+    return raw.decode("utf-8", errors="replace")
+
+
+def _short_header(data: bytes, what: str) -> Note:
+    return notes.error(f"{what} of {len(data)} bytes is too short for a Kafka {what} header", 0)
+
+
+def produce_acks(message: Message) -> int | None:
+    """The `acks` of a Produce request (0: no response will come), None when unreadable.
+
+    Produce's body starts with `transactional_id` (v3+, compact from v9 on, where the
+    header also ends with a tagged-field block) and then `acks`.
+    """
+    data, version = message.frame.data, message.api_version or 0
+    flexible = version >= 9
+    try:
+        (client_id_length,) = _INT16.unpack_from(data, _REQUEST_FIXED.size)
+        offset = _REQUEST_FIXED.size + 2 + max(client_id_length, 0)
+        if flexible:
+            offset = _skip_tagged_fields(data, offset)
+        if version >= 3:
+            offset = _skip_string(data, offset, compact=flexible)
+        return int(_INT16.unpack_from(data, offset)[0])
+    except (struct.error, IndexError):
+        return None
+
+
+def _skip_string(data: bytes, offset: int, *, compact: bool) -> int:
+    if compact:
+        length_plus_one, offset = _uvarint(data, offset)
+        return offset + max(length_plus_one - 1, 0)
+    (length,) = _INT16.unpack_from(data, offset)
+    return offset + 2 + max(length, 0)
+
+
+def _skip_tagged_fields(data: bytes, offset: int) -> int:
+    count, offset = _uvarint(data, offset)
+    for _ in range(count):
+        _, offset = _uvarint(data, offset)
+        size, offset = _uvarint(data, offset)
+        if offset + size > len(data):
+            raise IndexError("tagged field runs past the frame")
+        offset += size
+    return offset
+
+
+def _uvarint(data: bytes, offset: int) -> tuple[int, int]:
+    """(value, offset after it); IndexError when cut or longer than 5 bytes."""
+    value = 0
+    for index in range(5):
+        byte = data[offset + index]
+        value |= (byte & 0x7F) << (7 * index)
+        if not byte & 0x80:
+            return value, offset + index + 1
+    raise IndexError("uvarint longer than 5 bytes")

@@ -1,0 +1,138 @@
+"""Pairing responses to requests by correlation id, per connection, in FIFO order."""
+
+from __future__ import annotations
+
+import struct
+
+from kdissect.framing import Connection, Direction, Frame
+from kdissect.pairing import Pairer, Sequencer, pair_messages
+from kdissect.protocol import Message, parse_message
+
+CLIENT = (bytes([127, 0, 0, 1]), 50000)
+SERVER = (bytes([127, 0, 0, 1]), 9092)
+
+
+def request_bytes(api_key: int, version: int, correlation_id: int, client_id: bytes = b"c",
+                  body: bytes = b"") -> bytes:  # fmt: skip
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def response_bytes(correlation_id: int, body: bytes = b"\x00\x00") -> bytes:
+    payload = struct.pack(">i", correlation_id) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def frame(data: bytes, direction: Direction, packet: int, time: float, stream: int = 0) -> Frame:
+    connection = Connection(stream, CLIENT, (SERVER[0], SERVER[1] + stream))
+    return Frame(connection, direction, 0, data, packet, time, packet, time)
+
+
+def run(frames: list[Frame]) -> list[Message]:
+    parsed = (parse_message(n, f) for n, f in enumerate(frames, 1))
+    return list(pair_messages(parsed))
+
+
+def test_response_pairs_with_request_and_takes_its_api_and_latency():
+    out = run([
+        frame(request_bytes(3, 1, 7), Direction.REQUEST, 1, 10.0),
+        frame(response_bytes(7), Direction.RESPONSE, 2, 10.0125),
+    ])  # fmt: skip
+    request, response = out
+    assert request.pair is response and response.pair is request
+    assert (response.api_key, response.api_version) == (3, 1)
+    assert response.latency is not None and abs(response.latency - 0.0125) < 1e-9
+    assert request.client_id == "c"
+    assert not request.all_notes() and not response.all_notes()
+
+
+def test_correlation_ids_are_per_connection():
+    out = run([
+        frame(request_bytes(3, 1, 1), Direction.REQUEST, 1, 1.0, stream=0),
+        frame(request_bytes(18, 0, 1), Direction.REQUEST, 2, 1.1, stream=1),
+        frame(response_bytes(1), Direction.RESPONSE, 3, 1.2, stream=1),
+        frame(response_bytes(1), Direction.RESPONSE, 4, 1.3, stream=0),
+    ])  # fmt: skip
+    assert [m.number for m in out] == [1, 2, 3, 4]
+    assert out[2].pair is out[1] and out[2].api_key == 18
+    assert out[3].pair is out[0] and out[3].api_key == 3
+
+
+def test_response_without_request_keeps_header_and_says_request_missing():
+    (response,) = run([frame(response_bytes(42), Direction.RESPONSE, 1, 1.0)])
+    assert response.correlation_id == 42 and response.api_key is None
+    assert any("request missing" in n.message for n in response.all_notes())
+
+
+def test_unanswered_request_gets_a_note_at_the_end():
+    out = run([
+        frame(request_bytes(3, 1, 1), Direction.REQUEST, 1, 1.0),
+        frame(request_bytes(3, 1, 2), Direction.REQUEST, 2, 1.1),
+        frame(response_bytes(2), Direction.RESPONSE, 3, 1.2),
+    ])  # fmt: skip
+    first = next(m for m in out if m.number == 1)
+    assert first.pair is None
+    assert any("never answered" in n.message for n in first.notes)
+    response = next(m for m in out if m.number == 3)
+    assert any("out of FIFO order" in n.message for n in response.notes)
+
+
+def test_produce_with_acks_zero_expects_no_response():
+    # Produce v3 body: transactional_id (null), acks=0, timeout, no topics.
+    body = struct.pack(">hhii", -1, 0, 1000, 0)
+    (request,) = run([frame(request_bytes(0, 3, 5, body=body), Direction.REQUEST, 1, 1.0)])
+    assert not request.expects_response
+    assert not request.notes
+
+
+def test_produce_with_acks_one_expects_a_response():
+    body = struct.pack(">hhii", -1, 1, 1000, 0)
+    (request,) = run([frame(request_bytes(0, 3, 5, body=body), Direction.REQUEST, 1, 1.0)])
+    assert request.expects_response
+    assert any("never answered" in n.message for n in request.notes)
+
+
+def test_duplicate_correlation_id_in_flight_is_noted():
+    out = run([
+        frame(request_bytes(3, 1, 9), Direction.REQUEST, 1, 1.0),
+        frame(request_bytes(3, 1, 9), Direction.REQUEST, 2, 1.1),
+        frame(response_bytes(9), Direction.RESPONSE, 3, 1.2),
+    ])  # fmt: skip
+    second = next(m for m in out if m.number == 2)
+    assert any("duplicate correlation id 9" in n.message for n in second.notes)
+    assert next(m for m in out if m.number == 3).pair is second
+
+
+def test_requests_leave_in_capture_order_already_paired():
+    frames = [frame(request_bytes(3, 1, i), Direction.REQUEST, i, float(i)) for i in range(1, 4)]
+    frames += [frame(response_bytes(i), Direction.RESPONSE, 3 + i, 3.0 + i) for i in range(1, 4)]
+    pairer, sequencer = Pairer(), Sequencer()
+    released: list[Message] = []
+    for number, item in enumerate(frames, 1):
+        message = parse_message(number, item)
+        pairer.add(message)
+        released.extend(sequencer.push(message))
+        assert all(m.pair is not None for m in released)
+    assert [m.number for m in released] == [1, 2, 3, 4, 5, 6]
+
+
+def test_holding_is_bounded_by_capture_time():
+    sequencer = Sequencer(hold_seconds=5.0)
+    pairer = Pairer()
+    stuck = parse_message(1, frame(request_bytes(3, 1, 1), Direction.REQUEST, 1, 0.0))
+    pairer.add(stuck)
+    assert list(sequencer.push(stuck)) == []
+    later = parse_message(2, frame(request_bytes(3, 1, 2), Direction.REQUEST, 2, 6.0))
+    pairer.add(later)
+    assert list(sequencer.push(later)) == [stuck]
+    assert any("no response within 5 s" in n.message for n in stuck.notes)
+
+
+def test_holding_is_bounded_in_count():
+    sequencer = Sequencer(hold_messages=3)
+    released = []
+    for i in range(1, 6):
+        message = parse_message(i, frame(request_bytes(3, 1, i), Direction.REQUEST, i, 0.0))
+        released.extend(sequencer.push(message))
+    assert [m.number for m in released] == [1, 2]
