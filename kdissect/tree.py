@@ -59,6 +59,11 @@ class Node:
             for child in reversed(node.children):
                 stack.append((child, level + 1, _join(node_path, node, child)))
 
+    def _repr_html_(self) -> str:  # a collapsible tree in Jupyter
+        from kdissect.present.html import tree_html
+
+        return tree_html(self)
+
     def all_notes(self) -> Iterator[Note]:
         for node, _, _ in self.walk():
             yield from node.notes

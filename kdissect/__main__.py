@@ -1,0 +1,5 @@
+import sys
+
+from kdissect.cli import main
+
+sys.exit(main())

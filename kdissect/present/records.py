@@ -1,0 +1,79 @@
+"""Messages and trees as plain JSON-ready records (the CLI's JSON, the DataFrames' rows)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+from kdissect.net import format_address
+from kdissect.notes import Note
+from kdissect.protocol import Message
+from kdissect.tree import Node
+
+# The columns of a message record, in order; `tree` is added by JSON output.
+MESSAGE_COLUMNS = (
+    "number", "frame", "time", "stream", "src", "dst", "direction", "api_key", "api_name",
+    "api_version", "correlation_id", "client_id", "length", "pair", "latency_ms", "notes",
+)  # fmt: skip
+
+
+def message_record(message: Message) -> dict[str, Any]:
+    frame = message.frame
+    connection = frame.connection
+    client, server = format_address(connection.client), format_address(connection.server)
+    src, dst = (client, server) if message.is_request else (server, client)
+    latency = message.latency
+    return {
+        "number": message.number,
+        "frame": frame.last_packet,
+        "time": frame.last_time,
+        "stream": connection.index,
+        "src": src,
+        "dst": dst,
+        "direction": str(frame.direction),
+        "api_key": message.api_key,
+        "api_name": message.api_name,
+        "api_version": message.api_version,
+        "correlation_id": message.correlation_id,
+        "client_id": message.client_id,
+        "length": message.length,
+        "pair": None if message.pair is None else message.pair.number,
+        "latency_ms": None if latency is None else round(latency * 1000.0, 6),
+        "notes": [note_record(n) for n in message.all_notes()],
+    }
+
+
+def note_record(note: Note) -> dict[str, Any]:
+    return {"severity": str(note.severity), "message": note.message, "offset": note.offset}
+
+
+def tree_record(node: Node) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "name": node.name,
+        "type": node.type,
+        "value": json_value(node.value),
+        "display": node.display,
+        "offset": node.offset,
+        "size": node.size,
+        "about": node.about,
+        "children": [tree_record(child) for child in node.children],
+    }
+    if node.generated:
+        record["generated"] = True
+    if node.notes:
+        record["notes"] = [note_record(n) for n in node.notes]
+    return record
+
+
+def json_value(value: Any) -> Any:
+    """A decoded value as JSON: UUIDs canonical, bytes as hex, non-finite floats as text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    return str(value)

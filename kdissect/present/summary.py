@@ -1,0 +1,103 @@
+"""One line per Kafka message, like tshark's packet list."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from kdissect.error_codes import error_name
+from kdissect.net import format_address
+from kdissect.protocol import Message
+from kdissect.tree import Node, printable
+
+DISSECTED_APIS = frozenset({55, 61, 75})
+_TOPIC_FIELDS = frozenset({"Name", "TopicName"})
+_MAX_TOPICS = 3
+
+
+def summary_line(message: Message, base_time: float | None = None) -> str:
+    """`No. time src -> dst API vN Request corr=N info [notes]`.
+
+    Time is relative to `base_time` when given, else absolute UTC.
+    """
+    frame = message.frame
+    client = format_address(frame.connection.client)
+    server = format_address(frame.connection.server)
+    src, dst = (client, server) if message.is_request else (server, client)
+    if base_time is None:
+        when = datetime.fromtimestamp(message.time, UTC).strftime("%H:%M:%S.%f")
+    else:
+        when = f"{message.time - base_time:.6f}"
+    api = _api_label(message)
+    kind = "Request" if message.is_request else "Response"
+    correlation = "?" if message.correlation_id is None else message.correlation_id
+    text = f"{message.number:>6} {when:>12} {src:>21} -> {dst:<21} {api} {kind} corr={correlation}"
+    details = info(message)
+    if details:
+        text += " " + details
+    found = message.all_notes()
+    if found:
+        text += " [" + "; ".join(printable(n.message) for n in found) + "]"
+    return text
+
+
+def _api_label(message: Message) -> str:
+    if message.api_key is None:
+        return "(unknown API)"
+    return f"{message.api_name} v{message.api_version}"
+
+
+def info(message: Message) -> str:
+    """Short facts: topics and errors of dissected APIs, a response's latency."""
+    parts = []
+    if message.api_key in DISSECTED_APIS and (message.is_request or message.pair is not None):
+        tree = message.tree()
+        topics = topic_names(tree)
+        if topics:
+            shown = ",".join(printable(t) for t in topics[:_MAX_TOPICS])
+            more = len(topics) - _MAX_TOPICS
+            parts.append(f"topics={shown}" + (f" (+{more})" if more > 0 else ""))
+        extra = _api_summary(message, tree)
+        if extra:
+            parts.append(extra)
+        errors = error_counts(tree)
+        if errors:
+            parts.append("errors=" + ",".join(f"{name}x{count}" if count > 1 else name
+                                              for name, count in errors.items()))
+    if message.client_id and message.is_request:
+        parts.append(f"client={printable(message.client_id)}")
+    latency = message.latency
+    if latency is not None:
+        parts.append(f"{latency * 1000.0:.3f} ms")
+    return " ".join(parts)
+
+
+def _api_summary(message: Message, tree: Node) -> str:
+    from kdissect.dissect import DISSECTORS, message_body
+
+    dissector = DISSECTORS.get(message.api_key or -1)
+    body = message_body(tree)
+    if message.is_request or dissector is None or dissector.response_summary is None or body is None:
+        return ""
+    return dissector.response_summary(body)
+
+
+def topic_names(tree: Node) -> list[str]:
+    """Distinct topic names named in a message, in order of appearance."""
+    seen: dict[str, None] = {}
+    for node, _, _ in tree.walk():
+        if node.type.startswith("[]") and node.name == "Topics":
+            for element in node.children[1:]:
+                for field in element.children:
+                    if field.name in _TOPIC_FIELDS and isinstance(field.value, str):
+                        seen.setdefault(field.value)
+    return list(seen)
+
+
+def error_counts(tree: Node) -> dict[str, int]:
+    """Non-zero error codes anywhere in a message, by name, with how often each occurs."""
+    counts: dict[str, int] = {}
+    for node, _, _ in tree.walk():
+        if node.name == "ErrorCode" and isinstance(node.value, int) and node.value != 0:
+            name = error_name(node.value)
+            counts[name] = counts.get(name, 0) + 1
+    return counts
