@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import IO, Any, BinaryIO
+from typing import IO, BinaryIO
 
 from kdissect import __version__
 from kdissect.apis import APIS
@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("files", nargs="+", metavar="FILE", help="pcap or pcapng capture; '-' reads standard input")
     add("-V", "--verbose", action="store_true", help="print the annotated field tree of each message")
+    add("-i", "--info", action="store_true",
+        help="add what the bodies of DescribeTopicPartitions, DescribeProducers and "
+        "DescribeQuorum say to each summary line (topics, errors, leader, high watermark, "
+        "producers); decodes those bodies, so it is slower on captures full of them")
     add("-x", "--hex", action="store_true", help="print a hex dump of each message's bytes")
     add("-T", "--output", choices=("text", "json", "jsonl"), default="text",
         help="output format: text (default), json (one array), jsonl (one object per line)")
@@ -135,24 +139,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
-def _selector(args: argparse.Namespace) -> Callable[[Message, dict[str, Any]], bool]:
+def _selector(args: argparse.Namespace) -> Callable[[Message], bool]:
     predicate: Predicate | None = None
     if args.filter:
         predicate = compile_filter(args.filter, MESSAGE_COLUMNS)
     apis = args.api
 
-    def keep(message: Message, record: dict[str, Any]) -> bool:
+    def keep(message: Message) -> bool:
         if apis is not None and message.api_key not in apis:
             return False
         if predicate is None:
             return True
-        flat = dict(record, notes="; ".join(n["message"] for n in record["notes"]))
-        return predicate(flat)
+        record = message_record(message)
+        record["notes"] = "; ".join(n["message"] for n in record["notes"])
+        return predicate(record)
 
     return keep
 
 
-def _run(args: argparse.Namespace, keep: Callable[[Message, dict[str, Any]], bool]) -> int:
+def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     if args.export:
         from kdissect.present.export import export_files
 
@@ -165,10 +170,9 @@ def _run(args: argparse.Namespace, keep: Callable[[Message, dict[str, Any]], boo
             if message is None:
                 status = EXIT_USAGE
                 break
-            record = message_record(message)
-            if not keep(message, record):
+            if not keep(message):
                 continue
-            sink.write(message, record)
+            sink.write(message)
             shown += 1
             if args.count and shown >= args.count:
                 sink.close()
@@ -249,7 +253,7 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
 
 
 class _Sink:
-    def write(self, message: Message, record: dict[str, Any]) -> None:
+    def write(self, message: Message) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -266,11 +270,11 @@ class _TextSink(_Sink):
         self.summary_line, self.render_tree, self.hexdump = summary_line, render_tree, hexdump
         self.base_time: float | None = None
 
-    def write(self, message: Message, record: dict[str, Any]) -> None:
+    def write(self, message: Message) -> None:
         if self.base_time is None:
             self.base_time = message.time
         base = self.base_time if self.args.time == "r" else None
-        lines = [self.summary_line(message, base)]
+        lines = [self.summary_line(message, base, body_info=self.args.info or self.args.verbose)]
         if self.args.verbose:
             lines.append(self.render_tree(message.tree(), wide=self.args.wide))
         if self.args.hex:
@@ -284,8 +288,9 @@ class _JsonSink(_Sink):
     def __init__(self, out: IO[str], *, array: bool) -> None:
         self.out, self.array, self.first = out, array, True
 
-    def write(self, message: Message, record: dict[str, Any]) -> None:
-        record = dict(record, tree=tree_record(message.tree()))
+    def write(self, message: Message) -> None:
+        record = message_record(message)
+        record["tree"] = tree_record(message.tree())
         text = json.dumps(record, ensure_ascii=True, allow_nan=False)
         if self.array:
             text = ("[\n" if self.first else ",\n") + text
@@ -307,7 +312,7 @@ class _StatsSink(_Sink):
 
         self.statistics = Statistics()
 
-    def write(self, message: Message, record: dict[str, Any]) -> None:
+    def write(self, message: Message) -> None:
         self.statistics.add(message)
 
     def close(self) -> None:

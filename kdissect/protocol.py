@@ -31,6 +31,7 @@ REQUEST_MISSING = "request missing: body not decoded"
 class Message:
     number: int  # 1-based, in capture order of the message's last packet
     frame: Frame
+    is_request: bool  # the frame's direction, kept at hand for the hot path
     correlation_id: int | None
     api_key: int | None = None  # a response's come from its request once paired
     api_version: int | None = None
@@ -43,10 +44,6 @@ class Message:
     @property
     def direction(self) -> Direction:
         return self.frame.direction
-
-    @property
-    def is_request(self) -> bool:
-        return self.frame.direction is Direction.REQUEST
 
     @property
     def time(self) -> float:
@@ -105,16 +102,16 @@ def parse_message(number: int, frame: Frame) -> Message:
     if frame.direction is Direction.REQUEST:
         return _parse_request(number, frame, data)
     if len(data) < _RESPONSE_FIXED.size:
-        return Message(number, frame, None, notes=[_short_header(data, "response")])
+        return Message(number, frame, False, None, notes=[_short_header(data, "response")])
     _, correlation_id = _RESPONSE_FIXED.unpack_from(data)
-    return Message(number, frame, correlation_id)
+    return Message(number, frame, False, correlation_id)
 
 
 def _parse_request(number: int, frame: Frame, data: bytes) -> Message:
     if len(data) < _REQUEST_FIXED.size:
-        return Message(number, frame, None, notes=[_short_header(data, "request")])
+        return Message(number, frame, True, None, notes=[_short_header(data, "request")])
     _, key, version, correlation_id = _REQUEST_FIXED.unpack_from(data)
-    message = Message(number, frame, correlation_id, api_key=key, api_version=version)
+    message = Message(number, frame, True, correlation_id, api_key=key, api_version=version)
     if request_header_version(key, version) >= 1:
         message.client_id = _client_id(data, message)
     if key == PRODUCE:

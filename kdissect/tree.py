@@ -64,9 +64,20 @@ class Node:
 
         return tree_html(self)
 
+    def nodes(self) -> Iterator[Node]:
+        """Every node of the subtree, the node itself first, without building paths."""
+        stack = [self]
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            node = pop()
+            yield node
+            if node.children:
+                extend(reversed(node.children))
+
     def all_notes(self) -> Iterator[Note]:
-        for node, _, _ in self.walk():
-            yield from node.notes
+        for node in self.nodes():
+            if node.notes:
+                yield from node.notes
 
     def tiling_errors(self) -> list[str]:
         """Where the children of a node fail to tile it; empty when sound."""

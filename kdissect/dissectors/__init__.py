@@ -99,13 +99,10 @@ def no_meaning(body: Node, version: int) -> None:
 
 def annotate(body: Node, rules: Mapping[str, Annotator]) -> None:
     """Apply the rule named like each integer field of `body` (lengths and counts excluded)."""
-    stack = [body]
-    while stack:
-        node = stack.pop()
+    for node in body.nodes():
         rule = rules.get(node.name)
         if rule is not None and _is_integer(node) and node.type != "uvarint":
             rule(node)
-        stack.extend(node.children)
 
 
 def _is_integer(node: Node) -> bool:

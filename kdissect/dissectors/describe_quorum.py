@@ -137,7 +137,8 @@ def quorum_rows(message: Message, body: Node, columns: Columns) -> None:
 def replica_rows(message: Message, body: Node, columns: Columns) -> None:
     """One row per voter and observer; the leader's row says `leader`.
 
-    Timestamps absent in v0 and -1 ("unknown") are missing values; `lag` is
+    Timestamps absent in v0 and -1 ("unknown") are missing values, and so is
+    the all-zero directory id (unknown directory); `lag` is
     the high watermark minus the log end offset when both are known.
     """
     context = message_context(message)
@@ -154,7 +155,7 @@ def replica_rows(message: Message, body: Node, columns: Columns) -> None:
                     columns, **context, **where,
                     role="leader" if role == "voter" and replica_id == leader else role,
                     replica_id=replica_id,
-                    directory_id=None if directory is None else str(directory),
+                    directory_id=None if directory is None or directory.int == 0 else str(directory),
                     log_end_offset=log_end,
                     lag=None if log_end is None or high_watermark is None else high_watermark - log_end,
                     last_fetch=known(replica.get("LastFetchTimestamp")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kdissect.dissectors import (
@@ -74,7 +75,7 @@ def topic_partition_rows(message: Message, body: Node, columns: Columns) -> None
         topic = field_values(topic_node)
         topic_columns = {
             "topic": topic.get("Name"),
-            "topic_id": None if topic.get("TopicId") is None else str(topic["TopicId"]),
+            "topic_id": _topic_id(topic.get("TopicId")),
             "is_internal": topic.get("IsInternal"),
             "topic_error": error_name(topic.get("ErrorCode") or 0),
         }
@@ -84,6 +85,11 @@ def topic_partition_rows(message: Message, body: Node, columns: Columns) -> None
             add_row(columns, **context, **topic_columns, **_partition_columns(partition))
         if not partitions:
             add_row(columns, **context, **topic_columns, **_partition_columns({}))
+
+
+def _topic_id(value: uuid.UUID | None) -> str | None:
+    """The topic id as text; Kafka's all-zero "no id" (an unknown topic) is missing."""
+    return None if value is None or value.int == 0 else str(value)
 
 
 def _partition_columns(partition: dict[str, Any]) -> dict[str, Any]:

@@ -216,7 +216,8 @@ def _add_exchange(columns: Columns, request: Message | None, response: Message |
         "correlation_id": either.correlation_id,
         "request_time": None if request is None else request.time,
         "response_time": None if response is None else response.time,
-        "latency_ms": None if response is None or response.latency is None else response.latency * 1e3,
+        "latency_ms": None if response is None or response.latency is None
+        else round(response.latency * 1e3, 6),  # as in `messages`
         "request_bytes": None if request is None else len(request.frame.data),
         "response_bytes": None if response is None else len(response.frame.data),
         "error": _top_level_error(response),

@@ -14,29 +14,32 @@ _TOPIC_FIELDS = frozenset({"Name", "TopicName"})
 _MAX_TOPICS = 3
 
 
-def summary_line(message: Message, base_time: float | None = None) -> str:
+def summary_line(message: Message, base_time: float | None = None, *, body_info: bool = False) -> str:
     """`No. time src -> dst API vN Request corr=N info [notes]`.
 
-    Time is relative to `base_time` when given, else absolute UTC.
+    Time is relative to `base_time` when given, else absolute UTC. Only the
+    header, pairing and frame are used unless `body_info` asks for what the
+    bodies of the dissected APIs say (which decodes them).
     """
-    frame = message.frame
-    client = format_address(frame.connection.client)
-    server = format_address(frame.connection.server)
-    src, dst = (client, server) if message.is_request else (server, client)
+    connection = message.frame.connection
+    client, server = format_address(connection.client), format_address(connection.server)
+    if message.is_request:
+        src, dst, kind = client, server, "Request"
+    else:
+        src, dst, kind = server, client, "Response"
     if base_time is None:
         when = datetime.fromtimestamp(message.time, UTC).strftime("%H:%M:%S.%f")
     else:
         when = f"{message.time - base_time:.6f}"
-    api = _api_label(message)
-    kind = "Request" if message.is_request else "Response"
     correlation = "?" if message.correlation_id is None else message.correlation_id
-    text = f"{message.number:>6} {when:>12} {src:>21} -> {dst:<21} {api} {kind} corr={correlation}"
-    details = info(message)
+    text = f"{message.number:>6} {when:>12} {src:>21} -> {dst:<21} {_api_label(message)} {kind} corr={correlation}"
+    details = info(message, body_info=body_info)
     if details:
         text += " " + details
-    found = message.all_notes()
-    if found:
-        text += " [" + "; ".join(printable(n.message) for n in found) + "]"
+    if message.notes or message.frame.notes or message._tree is not None:
+        found = message.all_notes()
+        if found:
+            text += " [" + "; ".join(printable(n.message) for n in found) + "]"
     return text
 
 
@@ -46,10 +49,11 @@ def _api_label(message: Message) -> str:
     return f"{message.api_name} v{message.api_version}"
 
 
-def info(message: Message) -> str:
-    """Short facts: topics and errors of dissected APIs, a response's latency."""
+def info(message: Message, *, body_info: bool = False) -> str:
+    """Short facts: a request's client id, a response's latency, and with `body_info`
+    the topics, errors and API summary of the dissected APIs."""
     parts = []
-    if message.api_key in DISSECTED_APIS and (message.is_request or message.pair is not None):
+    if body_info and message.api_key in DISSECTED_APIS and (message.is_request or message.pair is not None):
         tree = message.tree()
         topics = topic_names(tree)
         if topics:
@@ -82,21 +86,23 @@ def _api_summary(message: Message, tree: Node) -> str:
 
 
 def topic_names(tree: Node) -> list[str]:
-    """Distinct topic names named in a message, in order of appearance."""
+    """Distinct topic names of a message's top-level `Topics` array, in order."""
+    from kdissect.dissect import message_body
+
+    body = message_body(tree)
+    topics = None if body is None else body.child("Topics")
     seen: dict[str, None] = {}
-    for node, _, _ in tree.walk():
-        if node.type.startswith("[]") and node.name == "Topics":
-            for element in node.children[1:]:
-                for field in element.children:
-                    if field.name in _TOPIC_FIELDS and isinstance(field.value, str):
-                        seen.setdefault(field.value)
+    for element in [] if topics is None else topics.children[1:]:
+        for field in element.children:
+            if field.name in _TOPIC_FIELDS and isinstance(field.value, str):
+                seen.setdefault(field.value)
     return list(seen)
 
 
 def error_counts(tree: Node) -> dict[str, int]:
     """Non-zero error codes anywhere in a message, by name, with how often each occurs."""
     counts: dict[str, int] = {}
-    for node, _, _ in tree.walk():
+    for node in tree.nodes():
         if node.name == "ErrorCode" and isinstance(node.value, int) and node.value != 0:
             name = error_name(node.value)
             counts[name] = counts.get(name, 0) + 1
