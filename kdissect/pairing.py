@@ -70,8 +70,7 @@ class Pairer:
                     f"(#{oldest.number}) is still unanswered"
                 )
             )
-        request.pair, response.pair = response, request
-        response.api_key, response.api_version = request.api_key, request.api_version
+        request.link(response)
 
 
 class Sequencer:

@@ -12,7 +12,9 @@ pairing stage links to it (`Message.pair`).
 from __future__ import annotations
 
 import struct
+import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 from kdissect import notes
 from kdissect.apis import api_name, request_header_version
@@ -27,7 +29,7 @@ PRODUCE = 0
 REQUEST_MISSING = "request missing: body not decoded"
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class Message:
     number: int  # 1-based, in capture order of the message's last packet
     frame: Frame
@@ -38,8 +40,24 @@ class Message:
     client_id: str | None = None  # requests only
     expects_response: bool = True  # False for Produce with acks=0
     notes: list[Note] = field(default_factory=list)
-    pair: Message | None = None
+    # A response holds its request; a request only a weak reference to its
+    # response, so pairs form no reference cycle and streaming frees them at once.
+    _pair: Any = None
     _tree: Node | None = None
+
+    @property
+    def pair(self) -> Message | None:
+        """The paired response of a request, or request of a response."""
+        linked = self._pair
+        if linked is None or not self.is_request:
+            return linked
+        return linked()
+
+    def link(self, response: Message) -> None:
+        """Pair this request with `response`, which takes the request's API and version."""
+        self._pair = weakref.ref(response)
+        response._pair = self
+        response.api_key, response.api_version = self.api_key, self.api_version
 
     @property
     def direction(self) -> Direction:

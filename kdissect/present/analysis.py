@@ -152,8 +152,8 @@ class Capture:
         for m in self.message_list:
             apis[m.api_name or "(request missing)"] = apis.get(m.api_name or "(request missing)", 0) + 1
         lines = [
-            f"Capture {os.path.basename(self.source) or '(stream)'}: {len(self.message_list)} Kafka "
-            f"messages on {streams} connections, {requests} requests ({answered} answered)",
+            f"Capture {os.path.basename(self.source) or '(stream)'}: {_count(len(self.message_list), 'Kafka message')} "
+            f"on {_count(streams, 'connection')}, {_count(requests, 'request')} ({answered} answered)",
         ]
         lines += [f"  {name}: {count}" for name, count in sorted(apis.items(), key=lambda i: -i[1])]
         if self.problems:
@@ -318,11 +318,15 @@ def _column(values: list[Any], dtype: str) -> Any:
         return pd.to_datetime(micros, unit="us", utc=True)
     if dtype == "utc_ms":
         return pd.to_datetime(pd.Series(values, dtype="Int64"), unit="ms", utc=True)
-    if dtype == "category":
-        return pd.Categorical(values)
+    if dtype == "category":  # categories are text even when every value is missing
+        return pd.Categorical(pd.array(values, dtype="str"))
     if dtype == "object":
         return pd.Series(values, dtype=object)
     return pd.array(values, dtype=dtype)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _address(address: Any) -> str:

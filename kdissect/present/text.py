@@ -22,43 +22,56 @@ def render_tree(root: Node, *, show_generated: bool = True, wide: bool = False,
                 show_notes: bool = True) -> str:
     """The tree under `root` as text lines joined by newlines (no trailing newline)."""
     lines: list[str] = []
-    _render(root, "", "", lines, show_generated, wide, show_notes)
+    append = lines.append
+    stack: list[tuple[Node, str, str]] = [(root, "", "")]
+    while stack:
+        node, prefix, child_prefix = stack.pop()
+        append(prefix + node_line(node, wide=wide))
+        children = node.children
+        if not show_generated and children:
+            children = [c for c in children if not c.generated]
+        if show_notes and node.notes:
+            bar = "|   " if children else "    "
+            lines.extend(f"{child_prefix}{bar}!! {printable(str(n))}" for n in node.notes)
+        if children:
+            last = len(children) - 1
+            branch, continued, ended = child_prefix + "+-- ", child_prefix + "|   ", child_prefix + "    "
+            stack.extend((children[i], branch, ended if i == last else continued)
+                         for i in range(last, -1, -1))
     return "\n".join(lines)
-
-
-def _render(node: Node, prefix: str, child_prefix: str, lines: list[str],
-            show_generated: bool, wide: bool, show_notes: bool) -> None:
-    lines.append(prefix + node_line(node, wide=wide))
-    shown = [c for c in node.children if show_generated or not c.generated]
-    if show_notes:
-        bar = "|   " if shown else "    "
-        lines.extend(f"{child_prefix}{bar}!! {_safe(str(n))}" for n in node.notes)
-    for index, child in enumerate(shown):
-        last = index == len(shown) - 1
-        _render(child, child_prefix + "+-- ", child_prefix + ("    " if last else "|   "),
-                lines, show_generated, wide, show_notes)
 
 
 def node_line(node: Node, *, wide: bool = False) -> str:
     """One node's line, without the tree prefix."""
-    head = node.name if node.type in _BARE_TYPES else f"{node.name} {node.type}"
+    kind = node.type
+    head = node.name if kind in _BARE_TYPES else f"{node.name} {kind}"
     if node.display:
-        head += (" " if node.type in _SPACED_DISPLAY else " = ") + node.display
+        head += (" " if kind in _SPACED_DISPLAY else " = ") + node.display
+    about = node.about
     if node.generated:
         head = f"[{head}]"
-    about = _cut(node.about, wide)
-    if node.generated:
-        about = f"{about} (generated)" if about else "(generated)"
-    line = f"{head} [0x{node.offset:04x}, {node.size}B]"
-    return _safe(f"{line} {about}" if about else line)
+        about = f"{_cut(about, wide)} (generated)" if about else "(generated)"
+        tail = " " + about
+    elif wide:
+        tail = " " + about if about else ""
+    else:
+        tail = _TAILS.get(about) or _tail(about)
+    line = f"{head} [0x{node.offset:04x}, {node.size}B]{tail}"
+    # Wire strings are escaped when decoded; this guards everything else.
+    return line if line.isprintable() else printable(line)
+
+
+_TAILS: dict[str, str] = {}  # about text -> " about" cut to the limit; schema texts repeat
+
+
+def _tail(about: str) -> str:
+    tail = " " + _cut(about, False) if about else ""
+    if len(_TAILS) < 4096:
+        _TAILS[about] = tail
+    return tail
 
 
 def _cut(about: str, wide: bool) -> str:
     if wide or len(about) <= ABOUT_LIMIT:
         return about
     return about[:ABOUT_LIMIT - 3] + "..."
-
-
-def _safe(text: str) -> str:
-    # Displays of wire strings are escaped when decoded; this guards everything else.
-    return printable(text)
