@@ -1,13 +1,19 @@
-"""Build a large capture of mixed Kafka traffic for benchmarks.
+"""Build a large capture of Kafka traffic for benchmarks, from real exchanges.
 
 Real exchanges (request and response bytes) are taken from the captures in
-`captures/` and the third-party corpus when present, then replayed over many
+`captures/` and the third-party corpus when present, then replayed over 64
 concurrent TCP connections: handshake, requests and responses cut into
 MSS-sized segments, ACKs, FIN. Correlation ids are renumbered per connection so
 every response pairs with its request. The result is a classic pcap, Ethernet,
 IPv4, port 9092.
 
-    python benchmarks/make_capture.py out.pcap --size-mb 100
+Two mixes, picked by API family with these weights:
+  mixed     data plane (Produce, Fetch) 60%, other APIs 30%, DescribeTopicPartitions,
+            DescribeProducers and DescribeQuorum 10%: a broker's usual traffic
+  describe  only DescribeTopicPartitions, DescribeProducers and DescribeQuorum:
+            the worst case for full dissection, every body decoded field by field
+
+    python benchmarks/make_capture.py out.pcap --size-mb 100 --mix mixed
 """
 
 from __future__ import annotations
@@ -31,17 +37,35 @@ ETHERNET = bytes.fromhex("020000000001020000000002") + b"\x08\x00"
 SYN, ACK, PSH, FIN = 0x02, 0x10, 0x08, 0x01
 
 Exchange = tuple[bytes, bytes]
+DESCRIBE_APIS = {55, 61, 75}
+DATA_APIS = {0, 1}
+MIXES = {
+    "mixed": {"data": 0.6, "other": 0.3, "describe": 0.1},
+    "describe": {"data": 0.0, "other": 0.0, "describe": 1.0},
+}
 
 
-def harvest(paths: list[Path]) -> list[Exchange]:
-    """Paired (request frame, response frame) byte strings from real captures."""
-    exchanges = []
+def harvest(paths: list[Path]) -> dict[str, list[Exchange]]:
+    """Paired (request frame, response frame) byte strings from real captures, by API family."""
+    families: dict[str, list[Exchange]] = {"data": [], "other": [], "describe": []}
     for path in paths:
         for message in read_messages(path, ports=(9092, 36333, 19092)):
             pair = message.pair
             if message.is_request and pair is not None and message.frame.complete and pair.frame.complete:
-                exchanges.append((message.frame.data, pair.frame.data))
-    return exchanges
+                families[_family(message.api_key)].append((message.frame.data, pair.frame.data))
+    return families
+
+
+def _family(api_key: int | None) -> str:
+    if api_key in DESCRIBE_APIS:
+        return "describe"
+    return "data" if api_key in DATA_APIS else "other"
+
+
+def pick(rng: random.Random, families: dict[str, list[Exchange]], weights: dict[str, float]) -> Exchange:
+    names = [name for name, weight in weights.items() if weight > 0 and families[name]]
+    family = rng.choices(names, [weights[name] for name in names])[0]
+    return rng.choice(families[family])
 
 
 class Connection:
@@ -92,7 +116,10 @@ class Connection:
         yield self.packet(True, ACK)
 
 
-def write_capture(out: Path, exchanges: list[Exchange], size: int, seed: int = 7) -> int:
+def write_capture(out: Path, families: dict[str, list[Exchange]], size: int, mix: str = "mixed",
+                  seed: int = 7) -> int:
+    """Write about `size` bytes of capture to `out`; returns the number of packets."""
+    weights = MIXES[mix]
     rng = random.Random(seed)
     timestamp = 1_764_000_000.0
     written = packets = 0
@@ -112,7 +139,7 @@ def write_capture(out: Path, exchanges: list[Exchange], size: int, seed: int = 7
                     active.remove(connection)
                     batch = list(connection.close())
                 else:
-                    batch = list(connection.exchange(*rng.choice(exchanges)))
+                    batch = list(connection.exchange(*pick(rng, families, weights)))
             for data in batch:
                 timestamp += rng.uniform(0.00001, 0.0002)
                 seconds = int(timestamp)
@@ -128,16 +155,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
     parser.add_argument("--size-mb", type=float, default=100.0)
+    parser.add_argument("--mix", choices=sorted(MIXES), default="mixed")
     parser.add_argument("--public", type=Path, default=ROOT.parent / "shared" / "captures" / "public")
     args = parser.parse_args()
     sources = sorted((ROOT / "captures").glob("*.pcap*"))
     if args.public.is_dir():
         sources += sorted(args.public.glob("*.pcap*"))
-    exchanges = harvest(sources)
-    if not exchanges:
-        sys.exit("no request/response pairs found in captures/ to replay")
-    packets = write_capture(args.out, exchanges, int(args.size_mb * 1e6))
-    print(f"{args.out}: {packets} packets, {len(exchanges)} distinct exchanges replayed")
+    packets = build(args.out, args.size_mb, args.mix, sources)
+    print(f"{args.out}: {packets} packets, mix {args.mix}")
+
+
+def build(out: Path, size_mb: float, mix: str, sources: list[Path] | None = None) -> int:
+    """Harvest exchanges (from captures/ by default) and write a capture of `size_mb`."""
+    if sources is None:
+        sources = sorted((ROOT / "captures").glob("*.pcap*"))
+        public = ROOT.parent / "shared" / "captures" / "public"
+        if public.is_dir():
+            sources += sorted(public.glob("*.pcap*"))
+    families = harvest(sources)
+    missing = [name for name, weight in MIXES[mix].items() if weight > 0 and not families[name]]
+    if missing:
+        sys.exit(f"no exchanges of {', '.join(missing)} in the captures to replay")
+    return write_capture(out, families, int(size_mb * 1e6), mix)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Each size runs in a fresh child process (so one run's allocations cannot hide the
 other's) and reports the peak of Python allocations seen by tracemalloc during the
 run, the process's maximum resident set size, and the throughput. The captures are
-synthetic (see synthetic_capture.py) and written to a temporary folder.
+made by make_capture.py (the mixed traffic mix) in a temporary folder.
 
     python benchmarks/memory_frames.py [--sizes 10 100] [--keep DIR]
 """
@@ -24,9 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from synthetic_capture import write_capture  # noqa: E402
-
-BYTES_PER_PACKET = 118  # what synthetic_capture writes on average, record header included
+from make_capture import build  # noqa: E402
 
 
 def measure(path: Path, trace: bool) -> dict[str, float]:
@@ -73,9 +71,9 @@ def main() -> None:
     print(f"{'MB':>6} {'packets':>9} {'frames':>9} {'traced peak':>12} {'max RSS':>9} "
           f"{'seconds':>8} {'packets/s':>10} {'MB/s':>6}")
     for size in args.sizes:
-        path = folder / f"synthetic-{size}MB.pcap"
+        path = folder / f"mixed-{size}MB.pcap"
         if not path.exists():
-            write_capture(path, size * 1_000_000 // BYTES_PER_PACKET)
+            build(path, size, "mixed")
         traced = child(path, trace=True)
         plain = child(path, trace=False)  # speed and RSS without tracemalloc's overhead
         print(f"{traced['megabytes']:6.1f} {traced['packets']:9d} {traced['frames']:9d} "

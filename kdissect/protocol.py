@@ -101,17 +101,24 @@ class Message:
 
         return message_html(self)
 
-    def tree(self) -> Node:
-        """The annotated tree of the whole message, decoded once on first use."""
-        if self._tree is None:
-            from kdissect.dissect import dissect_request, dissect_response
+    def tree(self, *, keep: bool = True) -> Node:
+        """The annotated tree of the whole message, decoded on first use.
 
-            data = self.frame.data
-            if self.is_request:
-                self._tree = dissect_request(data)
-            else:
-                self._tree = dissect_response(data, self.api_key, self.api_version)
-        return self._tree
+        With `keep=False` a tree not already kept is decoded afresh and not
+        kept, so a pass over a whole capture does not hold every tree at once.
+        """
+        if self._tree is not None:
+            return self._tree
+        from kdissect.dissect import dissect_request, dissect_response
+
+        data = self.frame.data
+        if self.is_request:
+            tree = dissect_request(data)
+        else:
+            tree = dissect_response(data, self.api_key, self.api_version)
+        if keep:
+            self._tree = tree
+        return tree
 
 
 def parse_message(number: int, frame: Frame) -> Message:

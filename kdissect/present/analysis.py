@@ -244,31 +244,45 @@ def _top_level_error(response: Message | None) -> str | None:
         return None
     from kdissect.dissect import message_body
 
-    body = message_body(response.tree())
+    body = message_body(response.tree(keep=False))
     code = None if body is None else body.child("ErrorCode")
     if code is None or not isinstance(code.value, int):
         return None
     return error_name(code.value)
 
 
+FIELDS_CHUNK_ROWS = 200_000  # rows gathered as Python objects before becoming columns
+
+
 def _fields_frame(messages: list[Message]) -> pd.DataFrame:
+    """One row per tree node, built in chunks so peak memory stays near the table's own."""
+    chunks = []
     columns: Columns = {name: [] for name in _FIELD_DTYPES}
     for message in messages:
-        for node, depth, path in field_paths(message.tree()):
-            value = json_value(node.value)
-            for name, item in (
-                ("number", message.number), ("path", path), ("name", node.name),
-                ("type", node.type), ("value", None if value is None else str(value)),
-                ("value_int", value if type(value) is int else None),
-                ("display", node.display), ("offset", node.offset), ("size", node.size),
-                ("depth", depth), ("generated", node.generated),
-            ):  # fmt: skip
-                columns[name].append(item)
-    return _typed(columns, _FIELD_DTYPES)
+        _add_field_rows(columns, message)
+        if len(columns["number"]) >= FIELDS_CHUNK_ROWS:
+            chunks.append(_typed(columns, _FIELD_DTYPES))
+            columns = {name: [] for name in _FIELD_DTYPES}
+    chunks.append(_typed(columns, _FIELD_DTYPES))
+    frame = pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else chunks[0]
+    return frame.astype({"name": "category", "type": "category"})
+
+
+def _add_field_rows(columns: Columns, message: Message) -> None:
+    number = message.number
+    add = [columns[name].append for name in _FIELD_DTYPES]
+    for node, depth, path in field_paths(message.tree(keep=False)):
+        value = json_value(node.value)
+        for append, item in zip(add, (
+            number, path, node.name, node.type, None if value is None else str(value),
+            value if type(value) is int else None, node.display, node.offset, node.size,
+            depth, node.generated,
+        ), strict=True):  # fmt: skip
+            append(item)
 
 
 _FIELD_DTYPES = {
-    "number": "int64", "path": "string", "name": "category", "type": "category",
+    "number": "int64", "path": "string", "name": "string", "type": "string",
     "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
     "size": "int64", "depth": "int64", "generated": "bool",
 }  # fmt: skip
@@ -299,7 +313,7 @@ def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
         if message.api_key == spec.api_key and message.is_request == spec.request:
             if not message.is_request and message.pair is None:
                 continue  # a response is only decodable through its request
-            body = message_body(message.tree())
+            body = message_body(message.tree(keep=False))
             if body is not None:
                 spec.rows(message, body, columns)
     return _typed(columns, spec.dtypes)

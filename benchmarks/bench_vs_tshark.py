@@ -1,0 +1,136 @@
+"""kdissect against tshark on the same capture, side by side, in one run.
+
+For each capture (built by make_capture.py unless given), three jobs:
+
+  summary  kdissect FILE            vs  tshark -T fields (frame, Kafka api key, version,
+                                        correlation id, request frame: headers and pairing)
+  full     kdissect -V FILE         vs  tshark -V   (tshark decodes none of the 75/61/55 bodies)
+  json     kdissect -T json FILE    vs  tshark -T json
+
+Each command runs in its own process with stdout to /dev/null, started by GNU
+time (Debian package `time`), which reports its peak resident memory: a child
+forked straight from this Python process would inherit this process's own
+high-water mark in its rusage. Wall time is measured here. Reported: seconds,
+tshark's time divided by kdissect's (above 1 means kdissect is faster), Kafka
+messages per second, peak RSS. Also `read_pcap(...).fields` (the long table of
+every tree node) for the full-dissection job.
+
+    python benchmarks/bench_vs_tshark.py                      # builds 100 MB mixed + describe
+    python benchmarks/bench_vs_tshark.py --size-mb 10 --mixes mixed
+    python benchmarks/bench_vs_tshark.py --capture some.pcap
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from make_capture import build  # noqa: E402
+
+GNU_TIME = "/usr/bin/time"
+TSHARK_FIELDS = ["-e", "frame.number", "-e", "kafka.api_key", "-e", "kafka.api_version",
+                 "-e", "kafka.correlation_id", "-e", "kafka.request_frame"]
+FIELDS_TABLE = "import sys, kdissect; print(len(kdissect.read_pcap(sys.argv[1]).fields))"
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_mib: float
+
+
+def run(command: list[str]) -> Run:
+    """Run one command, output discarded; its wall time and peak RSS."""
+    with open(os.devnull, "wb") as sink:
+        started = time.perf_counter()
+        result = subprocess.run([GNU_TIME, "-f", "%M", *command], stdout=sink,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        sys.exit(f"failed ({result.returncode}): {' '.join(command)}\n{result.stderr[-2000:]}")
+    return Run(elapsed, int(result.stderr.strip().splitlines()[-1]) / 1024)
+
+
+def count_messages(kdissect: str, capture: Path) -> int:
+    with subprocess.Popen([kdissect, str(capture)], stdout=subprocess.PIPE) as process:
+        assert process.stdout is not None
+        return sum(1 for _ in process.stdout)
+
+
+def jobs(kdissect: str, tshark: str, capture: Path) -> list[tuple[str, list[str], list[str]]]:
+    path = str(capture)
+    return [
+        ("summary", [kdissect, path], [tshark, "-r", path, "-T", "fields", *TSHARK_FIELDS]),
+        ("full -V", [kdissect, "-V", path], [tshark, "-r", path, "-V"]),
+        ("json", [kdissect, "-T", "json", path], [tshark, "-r", path, "-T", "json"]),
+        ("fields table", [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
+    ]
+
+
+def bench(capture: Path, kdissect: str, tshark: str) -> list[str]:
+    messages = count_messages(kdissect, capture)
+    size = capture.stat().st_size / 1e6
+    lines = [f"### {capture.name}: {size:.0f} MB, {messages:,} Kafka messages", "",
+             "| job | kdissect s | tshark s | tshark/kdissect | kdissect msg/s | kdissect peak MiB | tshark peak MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    tshark_runs: dict[tuple[str, ...], Run] = {}
+    for name, ours, theirs in jobs(kdissect, tshark, capture):
+        mine = run(ours)
+        other = tshark_runs.get(tuple(theirs)) or run(theirs)
+        tshark_runs[tuple(theirs)] = other
+        lines.append(f"| {name} | {mine.seconds:.2f} | {other.seconds:.2f} | "
+                     f"{other.seconds / mine.seconds:.2f}x | {messages / mine.seconds:,.0f} | "
+                     f"{mine.peak_mib:.0f} | {other.peak_mib:.0f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    version = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{version.split(' (')[0].strip()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--capture", type=Path, action="append", help="benchmark this capture")
+    parser.add_argument("--size-mb", type=float, default=100.0)
+    parser.add_argument("--mixes", nargs="+", default=["mixed", "describe"])
+    parser.add_argument("--out", type=Path, default=HERE / "out", help="where built captures go")
+    args = parser.parse_args()
+    kdissect, tshark = shutil.which("kdissect"), shutil.which("tshark")
+    if not kdissect or not tshark or not os.access(GNU_TIME, os.X_OK):
+        sys.exit("needs `kdissect` (pip install -e .), `tshark` and GNU time (apt install time)")
+    captures = args.capture or []
+    if not captures:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for mix in args.mixes:
+            path = args.out / f"{mix}-{args.size_mb:g}MB.pcap"
+            if not path.exists():
+                build(path, args.size_mb, mix)
+            captures.append(path)
+    report = [f"Machine: {machine()}", ""]
+    for capture in captures:
+        report += [*bench(capture, kdissect, tshark), ""]
+    print("\n".join(report))
+
+
+if __name__ == "__main__":
+    main()
