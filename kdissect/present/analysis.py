@@ -265,7 +265,9 @@ def _fields_frame(messages: list[Message]) -> pd.DataFrame:
             columns = {name: [] for name in _FIELD_DTYPES}
     chunks.append(_typed(columns, _FIELD_DTYPES))
     frame = pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else chunks[0]
-    return frame.astype({"name": "category", "type": "category"})
+    for name in ("name", "type"):  # text categories, as every categorical column has
+        frame[name] = pd.Categorical(frame[name].astype("str"))
+    return frame
 
 
 def _add_field_rows(columns: Columns, message: Message) -> None:
