@@ -274,7 +274,11 @@ class _TextSink(_Sink):
         if self.base_time is None:
             self.base_time = message.time
         base = self.base_time if self.args.time == "r" else None
-        lines = [self.summary_line(message, base, body_info=self.args.info)]
+        line = self.summary_line(message, base, body_info=self.args.info)
+        if not (self.args.verbose or self.args.hex):
+            self.out.write(line + "\n")
+            return
+        lines = [line]
         if self.args.verbose:
             lines.append(self.render_tree(message.tree(), wide=self.args.wide))
         if self.args.hex:

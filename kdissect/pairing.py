@@ -87,21 +87,22 @@ class Sequencer:
         self._hold_seconds = hold_seconds
         self._hold_messages = hold_messages
 
-    def push(self, message: Message) -> Iterator[Message]:
-        self._queue.append(message)
-        newest = message.time
+    def push(self, message: Message) -> list[Message]:
+        """Add the next message; the messages now settled at the head, in order."""
         queue = self._queue
-        while queue and (
-            _settled(queue[0])
-            or len(queue) > self._hold_messages
-            or newest - queue[0].time > self._hold_seconds
-        ):
-            head = queue.popleft()
+        queue.append(message)
+        newest = message.time
+        released = []
+        while queue:
+            head = queue[0]
             if not _settled(head):
+                if len(queue) <= self._hold_messages and newest - head.time <= self._hold_seconds:
+                    break
                 head.notes.append(
                     notes.note(f"no response within {self._hold_seconds:g} s of capture time")
                 )
-            yield head
+            released.append(queue.popleft())
+        return released
 
     def finish(self) -> Iterator[Message]:
         while self._queue:
@@ -114,7 +115,7 @@ class Sequencer:
 def _settled(message: Message) -> bool:
     return (
         not message.is_request
-        or message.pair is not None
+        or message._pair is not None  # answered (no need to follow the weak reference)
         or not message.expects_response
         or message.correlation_id is None
     )
@@ -123,7 +124,8 @@ def _settled(message: Message) -> bool:
 def pair_messages(messages: Iterable[Message]) -> Iterator[Message]:
     """Pair and re-sequence a stream of messages in capture order."""
     pairer, sequencer = Pairer(), Sequencer()
+    add, push = pairer.add, sequencer.push
     for message in messages:
-        pairer.add(message)
-        yield from sequencer.push(message)
+        add(message)
+        yield from push(message)
     yield from sequencer.finish()

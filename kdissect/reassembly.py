@@ -282,13 +282,14 @@ class ConnectionTracker:
             if flags & FIN:
                 self._close(connection)
             return
+        streams = connection.streams  # the handler may drop them (not Kafka) as it reads
         if payload or missing:
-            connection.streams[side].segment(seq, payload, missing, number, timestamp)
+            streams[side].segment(seq, payload, missing, number, timestamp)
         if flags & ACK and not flags & SYN:
-            connection.streams[1 - side].acknowledged(ack, number, timestamp)
+            streams[1 - side].acknowledged(ack, number, timestamp)
         if flags & FIN:
-            connection.streams[side].fin((seq + len(payload) + missing) & MASK)
-            if connection.finished():
+            streams[side].fin((seq + len(payload) + missing) & MASK)
+            if connection.streams is None or connection.finished():
                 self._close(connection)
 
     def _syn(self, raw: RawSegment, entry: tuple[TcpConnection, int] | None) -> tuple[TcpConnection, int]:

@@ -21,26 +21,49 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
     header, pairing and frame are used unless `body_info` asks for what the
     bodies of the dissected APIs say (which decodes them).
     """
-    connection = message.frame.connection
-    client, server = format_address(connection.client), format_address(connection.server)
-    if message.is_request:
-        src, dst, kind = client, server, "Request"
-    else:
-        src, dst, kind = server, client, "Response"
+    frame = message.frame
     if base_time is None:
-        when = datetime.fromtimestamp(message.time, UTC).strftime("%H:%M:%S.%f")
+        when = datetime.fromtimestamp(frame.last_time, UTC).strftime("%H:%M:%S.%f")
     else:
-        when = f"{message.time - base_time:.6f}"
+        when = f"{frame.last_time - base_time:.6f}"
     correlation = "?" if message.correlation_id is None else message.correlation_id
-    text = f"{message.number:>6} {when:>12} {src:>21} -> {dst:<21} {_api_label(message)} {kind} corr={correlation}"
-    details = info(message, body_info=body_info)
-    if details:
-        text += " " + details
-    if message.notes or message.frame.notes or message._tree is not None:
+    text = f"{message.number:>6} {when:>12} {_route(message)} corr={correlation}"
+    if body_info:
+        details = info(message, body_info=True)
+        if details:
+            text += " " + details
+    elif message.is_request:  # the common case, inline: the client id
+        if message.client_id:
+            text += f" client={printable(message.client_id)}"
+    elif message._pair is not None:  # a response's latency
+        text += f" {(frame.last_time - message._pair.frame.last_time) * 1000.0:.3f} ms"
+    if message.notes or frame.notes or message._tree is not None:
         found = message.all_notes()
         if found:
             text += " [" + "; ".join(printable(n.message) for n in found) + "]"
     return text
+
+
+# The same few strings for every message of a connection. Keyed by the connection's
+# identity (its object is kept in the value, so the id cannot be reused meanwhile).
+_ROUTES: dict[tuple[int, bool, int | None, int | None], tuple[object, str]] = {}
+
+
+def _route(message: Message) -> str:
+    """`src -> dst API vN Request`, cached per connection, direction and API version."""
+    connection = message.frame.connection
+    key = (id(connection), message.is_request, message.api_key, message.api_version)
+    cached = _ROUTES.get(key)
+    if cached is None:
+        client, server = format_address(connection.client), format_address(connection.server)
+        if message.is_request:
+            src, dst, kind = client, server, "Request"
+        else:
+            src, dst, kind = server, client, "Response"
+        if len(_ROUTES) > 65536:
+            _ROUTES.clear()
+        cached = _ROUTES[key] = (connection, f"{src:>21} -> {dst:<21} {_api_label(message)} {kind}")
+    return cached[1]
 
 
 def _api_label(message: Message) -> str:
