@@ -20,8 +20,6 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-import dpkt.pcapng
-
 from kdissect.notes import Note, error, note, warn
 
 Report = Callable[[Note], None]
@@ -402,6 +400,8 @@ def _interface(section: _Section, body: bytes, report: Report) -> _Interface:
     linktype, _reserved, snaplen = struct.unpack_from(section.endian + "HHI", body)
     divisor, offset = 1e6, 0
     block = struct.pack(section.endian + "II", BLOCK_IDB, len(body) + 8) + body
+    import dpkt.pcapng  # only pcapng needs it; importing dpkt costs 60 ms of start-up
+
     try:
         parser = (dpkt.pcapng.InterfaceDescriptionBlockLE if section.endian == "<"
                   else dpkt.pcapng.InterfaceDescriptionBlock)
