@@ -5,6 +5,7 @@ For each capture (built by make_capture.py unless given), three jobs:
   summary  kdissect FILE            vs  tshark -T fields (frame, Kafka api key, version,
                                         correlation id, request frame: headers and pairing)
   full     kdissect -V FILE         vs  tshark -V   (tshark decodes none of the 75/61/55 bodies)
+  trees    kdissect -V --api 55,61,75: the tree of every 75/61/55 message, vs tshark -V
   json     kdissect -T json FILE    vs  tshark -T json
 
 Each command runs in its own process with stdout to /dev/null, started by GNU
@@ -13,7 +14,7 @@ forked straight from this Python process would inherit this process's own
 high-water mark in its rusage. Wall time is measured here. Reported: seconds,
 tshark's time divided by kdissect's (above 1 means kdissect is faster), Kafka
 messages per second, peak RSS. Also `read_pcap(...).fields` (the long table of
-every tree node) for the full-dissection job.
+every tree node, built in Python) against tshark -V.
 
     python benchmarks/bench_vs_tshark.py                      # builds 100 MB mixed + describe
     python benchmarks/bench_vs_tshark.py --size-mb 10 --mixes mixed
@@ -71,6 +72,7 @@ def jobs(kdissect: str, tshark: str, capture: Path) -> list[tuple[str, list[str]
     return [
         ("summary", [kdissect, path], [tshark, "-r", path, "-T", "fields", *TSHARK_FIELDS]),
         ("full -V", [kdissect, "-V", path], [tshark, "-r", path, "-V"]),
+        ("75/61/55 trees", [kdissect, "-V", "--api", "55,61,75", path], [tshark, "-r", path, "-V"]),
         ("json", [kdissect, "-T", "json", path], [tshark, "-r", path, "-T", "json"]),
         ("fields table", [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
     ]
