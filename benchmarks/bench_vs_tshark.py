@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -105,9 +106,10 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    version = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    banner = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout
+    version = re.search(r"\d+\.\d+\.\d+", banner)
     return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"{version.split(' (')[0].strip()}")
+            f"TShark {version.group(0) if version else '(unknown version)'}")
 
 
 def main() -> None:
