@@ -42,10 +42,12 @@ PCAP_MAGICS = {
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 MAX_RECORD = 16 * 1024 * 1024  # larger captured lengths mean a corrupt record header
 RESYNC_WINDOW = 4 * 1024 * 1024  # bytes searched for the next record after a corrupt one
+RESYNC_STEP = 4096  # bytes searched first; the search window doubles from there
 READ_BUFFER = 1 << 20
 
 BLOCK_IDB, BLOCK_PB, BLOCK_SPB, BLOCK_EPB = 1, 2, 3, 6
 BLOCK_SHB = 0x0A0D0D0A
+NO_LINKTYPE = 0xFFFF  # an interface whose block is too short to say: its packets are skipped
 QUIET_BLOCKS = {4, 5, 7, 8, 9, 10, 0x80000001, 0x00000BAD, 0x40000BAD}  # NRB, ISB, DSB, custom...
 
 
@@ -196,38 +198,67 @@ def _resume(stream: Reader, header: bytes, layout: _PcapLayout, number: int, sec
     """After a corrupt record header: the stream from the next plausible record, if any.
 
     A candidate must be followed by another plausible record header or by the end
-    of the file; at most RESYNC_WINDOW bytes are searched.
+    of the file; at most RESYNC_WINDOW bytes are searched. The window starts at
+    RESYNC_STEP bytes and doubles only while no candidate is settled, so the bytes
+    read ahead (and copied back in front of the stream) stay near what the search
+    needs, however many corrupt records a file holds.
     """
-    window = header + _read_exact(stream, RESYNC_WINDOW)
-    at_end = len(window) < RESYNC_WINDOW + len(header)
-    for position in range(1, len(window) - 15):
+    window, position, size = bytearray(header), 1, RESYNC_STEP
+    limit = RESYNC_WINDOW + len(header)
+    while True:
+        window += _read_exact(stream, size - len(window))
+        complete = len(window) < size or size >= limit  # no more bytes will be searched
+        found, position = _next_record(window, position, layout, seconds,
+                                       at_end=len(window) < size, complete=complete)
+        if found:
+            report(warn(f"resumed reading at the next plausible record after packet {number}, "
+                        f"{position} bytes later"))
+            inner = stream.stream if isinstance(stream, _Prefixed) and stream.empty() else stream
+            return _Prefixed(bytes(window[position:]), inner)  # never a chain of prefixes
+        if complete:
+            break
+        size = min(size * 2, limit)
+    report(error(f"no plausible record found in the {len(window)} bytes after packet {number}; "
+                 "the rest of the file cannot be read"))
+    return None
+
+
+def _next_record(window: bytearray, start: int, layout: _PcapLayout, seconds: int, *,
+                 at_end: bool, complete: bool) -> tuple[bool, int]:
+    """(True, position) of the first plausible record from `start`; or (False, where to go on
+    once the window has grown), when a candidate needs bytes beyond it or none was found."""
+    for position in range(start, len(window) - 15):
         length = layout.plausible(window, position, seconds)
         if length is None:
             continue
         following = position + length
-        if (following == len(window) and at_end) or layout.plausible(window, following, seconds):
-            report(warn(f"resumed reading at the next plausible record after packet {number}, "
-                        f"{position} bytes later"))
-            return _Prefixed(window[position:], stream)
-    report(error(f"no plausible record found in the {len(window)} bytes after packet {number}; "
-                 "the rest of the file cannot be read"))
-    return None
+        if following == len(window) and at_end:
+            return True, position
+        if following + 16 > len(window) and not complete:
+            return False, position
+        if layout.plausible(window, following, seconds):
+            return True, position
+    return False, max(start, len(window) - 15)
 
 
 class _Prefixed:
     """A stream whose first bytes were already read: `prefix`, then the rest of `stream`."""
 
     def __init__(self, prefix: bytes, stream: Reader) -> None:
-        self.prefix, self.stream = prefix, stream
+        self.prefix, self.position, self.stream = prefix, 0, stream
+
+    def empty(self) -> bool:
+        return self.position >= len(self.prefix)
 
     def read(self, size: int = -1) -> bytes:
-        if not self.prefix:
+        """Bytes of the prefix (never re-copying what remains of it), then of the stream."""
+        start = self.position
+        if start >= len(self.prefix):
             return self.stream.read(size)
-        if size < 0:
-            data, self.prefix = self.prefix + self.stream.read(), b""
-            return data
-        data, self.prefix = self.prefix[:size], self.prefix[size:]
-        return data
+        end = len(self.prefix) if size < 0 else start + size
+        self.position = end
+        data = self.prefix[start:end]
+        return data + self.stream.read() if size < 0 else data
 
 
 def _rest_of_header(stream: Reader, header: bytes, number: int, report: Report) -> bytes | None:
@@ -397,6 +428,10 @@ def _packet_record(section: _Section, interface_id: int, ticks: int, body: bytes
 
 
 def _interface(section: _Section, body: bytes, report: Report) -> _Interface:
+    if len(body) < 12:  # the block (its trailing length included) ends before the snap length
+        linktype = struct.unpack_from(section.endian + "H", body)[0] if len(body) >= 8 else NO_LINKTYPE
+        report(warn(f"interface {len(section.interfaces)}: its description block is cut short"))
+        return _Interface(linktype, 0, 1e6, 0)
     linktype, _reserved, snaplen = struct.unpack_from(section.endian + "HHI", body)
     divisor, offset = 1e6, 0
     block = struct.pack(section.endian + "II", BLOCK_IDB, len(body) + 8) + body

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import os
 import struct
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import BinaryIO
@@ -343,7 +344,8 @@ class _Framer:
         self.out = owner.context.out
         self.buffer = bytearray()
         self.buffer_offset = 0  # stream offset of buffer[0]
-        self.chunks: list[tuple[int, int, int, float, tuple[Note, ...]]] = []  # start, end, packet, time, notes
+        # start, end, packet, time, notes of the buffered bytes, in stream order
+        self.chunks: deque[tuple[int, int, int, float, tuple[Note, ...]]] = deque()
         self.synced = synced  # the buffer starts at a frame boundary
         self.skip_to = 0  # bytes before this offset belong to an incomplete frame already yielded
         self.notes: list[Note] = []  # for the next frame
@@ -471,21 +473,21 @@ class _Framer:
         notes = list(self.notes)
         self.notes.clear()
         first = last = None
-        kept = []
-        for chunk in self.chunks:
+        chunks = self.chunks  # in stream order: only those the frame covers are visited
+        while chunks and chunks[0][0] < end:
+            chunk = chunks[0]
             chunk_start, chunk_end, number, _timestamp, chunk_notes = chunk
-            if chunk_start < end:
-                first = chunk if first is None or number < first[2] else first
-                last = chunk if last is None or number > last[2] else last
-                if chunk_start >= start:
-                    notes.extend(replace(n, offset=chunk_start - start) for n in chunk_notes)
-            if chunk_end > end:
-                kept.append(chunk)
+            first = chunk if first is None or number < first[2] else first
+            last = chunk if last is None or number > last[2] else last
+            if chunk_start >= start:
+                notes.extend(replace(n, offset=chunk_start - start) for n in chunk_notes)
+            if chunk_end > end:  # runs on into the next frame: kept
+                break
+            chunks.popleft()
         if extra is not None:
             notes.append(extra)
         data = bytes(self.buffer[:length])
         del self.buffer[:length]
-        self.chunks = kept
         self.buffer_offset = end
         if first is None or last is None:  # no bytes: nothing to yield
             return
@@ -597,4 +599,6 @@ class _Framer:
         del self.buffer[:count]
         self.buffer_offset += count
         self.skipped += count
-        self.chunks = [chunk for chunk in self.chunks if chunk[1] > self.buffer_offset]
+        chunks = self.chunks
+        while chunks and chunks[0][1] <= self.buffer_offset:
+            chunks.popleft()

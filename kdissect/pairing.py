@@ -21,6 +21,7 @@ from kdissect.protocol import REQUEST_MISSING, Message
 
 HOLD_SECONDS = 30.0  # release an unanswered request after this much capture time
 HOLD_MESSAGES = 10_000  # and never hold more messages than this
+HOLD_BYTES = 64 * 1024 * 1024  # nor more frame bytes than this
 
 
 class Pairer:
@@ -78,30 +79,36 @@ class Sequencer:
 
     A response is settled at once; a request when it is answered, when no
     answer is expected (Produce with acks=0), or when holding it longer would
-    exceed the bounds. Requests still unanswered when released at the end of
+    exceed the bounds (capture time, messages, or frame bytes held behind it). Requests still unanswered when released at the end of
     the capture get a note.
     """
 
-    def __init__(self, hold_seconds: float = HOLD_SECONDS, hold_messages: int = HOLD_MESSAGES):
+    def __init__(self, hold_seconds: float = HOLD_SECONDS, hold_messages: int = HOLD_MESSAGES,
+                 hold_bytes: int = HOLD_BYTES) -> None:
         self._queue: deque[Message] = deque()
         self._hold_seconds = hold_seconds
         self._hold_messages = hold_messages
+        self._hold_bytes = hold_bytes
+        self._held_bytes = 0  # frame bytes of the messages in the queue
 
     def push(self, message: Message) -> list[Message]:
         """Add the next message; the messages now settled at the head, in order."""
         queue = self._queue
         queue.append(message)
+        self._held_bytes += len(message.frame.data)
         newest = message.time
         released = []
         while queue:
             head = queue[0]
             if not _settled(head):
-                if len(queue) <= self._hold_messages and newest - head.time <= self._hold_seconds:
+                if (len(queue) <= self._hold_messages and self._held_bytes <= self._hold_bytes
+                        and newest - head.time <= self._hold_seconds):
                     break
-                head.notes.append(
-                    notes.note(f"no response within {self._hold_seconds:g} s of capture time")
-                )
+                head.notes.append(notes.note(
+                    f"no response yet; released unanswered after {len(queue) - 1} later messages "
+                    f"and {newest - head.time:.3f} s of capture time"))
             released.append(queue.popleft())
+            self._held_bytes -= len(head.frame.data)
         return released
 
     def finish(self) -> Iterator[Message]:

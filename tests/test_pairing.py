@@ -126,7 +126,7 @@ def test_holding_is_bounded_by_capture_time():
     later = parse_message(2, frame(request_bytes(3, 1, 2), Direction.REQUEST, 2, 6.0))
     pairer.add(later)
     assert list(sequencer.push(later)) == [stuck]
-    assert any("no response within 5 s" in n.message for n in stuck.notes)
+    assert any("released unanswered after 1 later messages and 6.000 s" in n.message for n in stuck.notes)
 
 
 def test_holding_is_bounded_in_count():
@@ -136,3 +136,11 @@ def test_holding_is_bounded_in_count():
         message = parse_message(i, frame(request_bytes(3, 1, i), Direction.REQUEST, i, 0.0))
         released.extend(sequencer.push(message))
     assert [m.number for m in released] == [1, 2]
+
+
+def test_holding_is_bounded_in_bytes():
+    sequencer = Sequencer(hold_bytes=100)
+    stuck = parse_message(1, frame(request_bytes(3, 1, 1), Direction.REQUEST, 1, 0.0))
+    assert list(sequencer.push(stuck)) == []
+    big = parse_message(2, frame(response_bytes(99, body=bytes(200)), Direction.RESPONSE, 2, 0.1))
+    assert list(sequencer.push(big)) == [stuck, big]  # the head leaves before memory grows further

@@ -330,15 +330,27 @@ def _typed(columns: Columns, dtypes: Mapping[str, str]) -> pd.DataFrame:
 
 def _column(values: list[Any], dtype: str) -> Any:
     if dtype == "utc":  # epoch seconds from capture timestamps, microsecond resolution
-        micros = (pd.Series(values, dtype="Float64") * 1e6).round().astype("Int64")
-        return pd.to_datetime(micros, unit="us", utc=True)
+        return _datetimes((pd.Series(values, dtype="Float64") * 1e6).round(), "us")
     if dtype == "utc_ms":
-        return pd.to_datetime(pd.Series(values, dtype="Int64"), unit="ms", utc=True)
+        return _datetimes(pd.Series(values, dtype="Int64"), "ms")
     if dtype == "category":  # categories are text even when every value is missing
         return pd.Categorical(pd.array(values, dtype="str"))
     if dtype == "object":
         return pd.Series(values, dtype=object)
     return pd.array(values, dtype=dtype)
+
+
+_YEARS_1_TO_9999_US = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+
+
+def _datetimes(counts: pd.Series, unit: str) -> Any:
+    """Counts of `unit` since the epoch as UTC datetimes. A time outside the years 1-9999
+    (a corrupt capture timestamp, a wild value from the wire) is missing: neither pandas
+    nor Python's datetime can hold or show every such value."""
+    scale = 1 if unit == "us" else 1000
+    low, high = (bound // scale for bound in _YEARS_1_TO_9999_US)
+    return pd.to_datetime(counts.where((counts >= low) & (counts <= high)).astype("Int64"),
+                          unit=unit, utc=True)
 
 
 def _count(number: int, noun: str) -> str:

@@ -22,10 +22,7 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
     bodies of the dissected APIs say (which decodes them).
     """
     frame = message.frame
-    if base_time is None:
-        when = datetime.fromtimestamp(frame.last_time, UTC).strftime("%H:%M:%S.%f")
-    else:
-        when = f"{frame.last_time - base_time:.6f}"
+    when = _clock(frame.last_time) if base_time is None else f"{frame.last_time - base_time:.6f}"
     correlation = "?" if message.correlation_id is None else message.correlation_id
     text = f"{message.number:>6} {when:>12} {_route(message)} corr={correlation}"
     if body_info:
@@ -42,6 +39,14 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
         if found:
             text += " [" + "; ".join(printable(n.message) for n in found) + "]"
     return text
+
+
+def _clock(seconds: float) -> str:
+    """The UTC time of day; epoch seconds when a corrupt timestamp lies beyond the calendar."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S.%f")
+    except (ValueError, OverflowError, OSError):
+        return f"{seconds:.6f}"
 
 
 # The same few strings for every message of a connection. Keyed by the connection's
@@ -105,7 +110,7 @@ def _api_summary(message: Message, tree: Node) -> str:
     body = message_body(tree)
     if message.is_request or dissector is None or dissector.response_summary is None or body is None:
         return ""
-    return dissector.response_summary(body)
+    return printable(dissector.response_summary(body))  # it may quote strings from the wire
 
 
 def topic_names(tree: Node) -> list[str]:
