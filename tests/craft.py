@@ -26,6 +26,27 @@ LINKTYPE_NULL, LINKTYPE_IPV4, LINKTYPE_IPV6 = 0, 228, 229
 
 # --- Kafka bytes ---
 
+def framed(payload: bytes) -> bytes:
+    """A Kafka frame: the 4-byte size prefix, then `payload`."""
+    return struct.pack(">i", len(payload)) + payload
+
+
+def uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint: 7 bits a byte, low bits first."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def compact(text: str | bytes) -> bytes:
+    """A compact string: uvarint(length + 1), then the UTF-8 bytes."""
+    raw = text.encode() if isinstance(text, str) else text
+    return uvarint(len(raw) + 1) + raw
+
+
 def kafka_request(api_key: int, api_version: int, correlation_id: int,
                   client_id: bytes | None = b"craft", body: bytes = b"") -> bytes:
     """A request with a v1 header (size, key, version, correlation id, int16 client id)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from craft import framed
 from kafka.protocol.api_header import RequestHeader as KafkaRequestHeader
 from kafka.protocol.api_header import ResponseHeader as KafkaResponseHeader
 from kio.schema.describe_producers.v0 import response as kio_producers
@@ -38,8 +39,6 @@ topic_partitions: Any = kio_topic_partitions
 BODY = b"\xab\xcd\xef"
 
 
-def framed(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
 
 
 def kio_response(entity: Any, correlation_id: int = 7) -> bytes:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from craft import LINKTYPE_RAW, Record, pcap_bytes
+from craft import LINKTYPE_RAW, Record, framed, pcap_bytes, uvarint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.describe_quorum.v2 import response as kio_quorum
@@ -64,17 +64,8 @@ def fuzz(share: float = 1.0) -> settings:
     return settings(PROFILE, max_examples=max(1, int(PROFILE.max_examples * share)))
 
 
-def framed(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
 
 
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 # -- what every decoded tree and message must satisfy -------------------------------------------

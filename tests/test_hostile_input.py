@@ -27,13 +27,16 @@ from craft import (
     LINKTYPE_ETHERNET,
     Conversation,
     Record,
+    compact,
     ethernet,
+    framed,
     pcap_bytes,
     pcapng_block,
     pcapng_interface,
     pcapng_packet,
     pcapng_section,
     records,
+    uvarint,
 )
 from kio.schema.describe_producers.v0 import response as kio_producers
 from kio.schema.describe_topic_partitions.v0 import response as kio_partitions
@@ -55,22 +58,10 @@ HOSTILE_TOPICS = ["../../pwned", "../../etc/passwd", "/etc/passwd", "$(touch pwn
 CLIENT, SERVER = ("10.0.0.1", 40000), ("10.0.0.2", 9092)
 
 
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
-def compact(text: str) -> bytes:
-    raw = text.encode()
-    return uvarint(len(raw) + 1) + raw
 
 
-def framed(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
 
 
 def producers_request(correlation_id: int, client_id: str, topics: list[str]) -> bytes:

@@ -12,6 +12,7 @@ import struct
 import tracemalloc
 from typing import Any
 
+import craft
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,12 +39,7 @@ def frame(*parts: str) -> bytes:
 
 
 def uvarint(value: int) -> str:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return out.hex()
+    return craft.uvarint(value).hex()
 
 
 def notes(tree: Node) -> list[tuple[Severity, str, int | None]]:
