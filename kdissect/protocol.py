@@ -182,6 +182,11 @@ def produce_acks(message: Message) -> int | None:
         return None
 
 
+# Produce's acks is read for every Produce request on the summary path, so these
+# skips are kept minimal here rather than going through the interpreter's readers
+# (a Source object per request measured 5% slower on a 100 MB capture).
+
+
 def _skip_string(data: bytes, offset: int, *, compact: bool) -> int:
     if compact:
         length_plus_one, offset = _uvarint(data, offset)
