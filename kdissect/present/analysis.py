@@ -9,13 +9,14 @@ access and cached.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pandas as pd
 
+from kdissect.dissectors import Columns
 from kdissect.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pipeline import read_messages
@@ -25,8 +26,6 @@ from kdissect.tree import Node
 
 if TYPE_CHECKING:
     from kdissect.dissectors import TableSpec
-
-Columns = dict[str, list[Any]]
 
 
 def read_pcap(
@@ -362,5 +361,3 @@ def _address(address: Any) -> str:
 
     return format_address(address)
 
-
-TableBuilder = Callable[[Message, Node, Columns], None]
