@@ -11,14 +11,14 @@ from typing import IO, BinaryIO
 
 from kdissect import __version__
 from kdissect.apis import APIS
-from kdissect.capture import CaptureError
-from kdissect.framing import DEFAULT_PORTS, MAX_FRAME_SIZE
+from kdissect.ingest.capture import CaptureError
+from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE
 from kdissect.notes import Note
+from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.filter import FilterError, Predicate, compile_filter
 from kdissect.present.progress import Progress
 from kdissect.present.records import MESSAGE_COLUMNS, message_record, tree_record
-from kdissect.protocol import Message
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 MAX_CAPTURE_NOTES = 20  # capture-level problems shown per file before summarising

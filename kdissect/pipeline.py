@@ -6,10 +6,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
-from kdissect.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, read_frames
+from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, read_frames
 from kdissect.notes import Note
-from kdissect.pairing import pair_messages
-from kdissect.protocol import Message, parse_message
+from kdissect.pair.message import Message, parse_message
+from kdissect.pair.pairing import pair_messages
 
 Source = str | os.PathLike[str] | BinaryIO
 
@@ -24,7 +24,7 @@ def read_messages(
 ) -> Iterator[Message]:
     """Every Kafka message of a capture, paired, in capture order, streaming.
 
-    Raises `kdissect.capture.CaptureError` only when the source is not a
+    Raises `kdissect.ingest.capture.CaptureError` only when the source is not a
     readable capture at all; every other problem is a note, either on the
     message it concerns or passed to `report` (capture-level problems).
     """

@@ -23,7 +23,7 @@ from craft import (
     write_pcap,
 )
 
-from kdissect.capture import CaptureError, Packet, read_packets
+from kdissect.ingest.capture import CaptureError, Packet, read_packets
 from kdissect.notes import Note, Severity
 
 PAYLOADS = [b"\x01" * 60, b"\x02" * 61, b"\x03" * 1500]

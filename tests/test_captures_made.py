@@ -25,6 +25,8 @@ from kafka.protocol.admin.topics import (
 )
 from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
 
+from tests.conftest import missing
+
 STORIES = ("producers_story", "quorum_story")
 BROKER_SESSION = "tansu_topic_partitions"
 CAPTURES = (BROKER_SESSION, *STORIES)
@@ -40,7 +42,7 @@ def tshark(pcap: Path, *arguments: str) -> list[list[str]]:
     """Rows of tab-separated fields printed by tshark for one capture."""
     executable = shutil.which("tshark")
     if executable is None:
-        pytest.fail("tshark is not installed (apt-get install tshark)")
+        missing("tshark is not installed (apt-get install tshark)")
     run = subprocess.run([executable, "-n", "-r", str(pcap), *arguments],
                          capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr

@@ -33,9 +33,9 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_writer
 
-from kdissect.dissect import dissect_request, dissect_response
-from kdissect.schema import message_spec
-from kdissect.tree import Node
+from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.schema import message_spec
+from kdissect.decode.tree import Node
 
 # Deterministic and quick for CI; KDISSECT_EXAMPLES raises the count for local runs.
 QUICK = settings(

@@ -25,11 +25,11 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from kdissect.apis import APIS, request_header_version, response_header_version
-from kdissect.dissect import dissect_request, dissect_response
-from kdissect.framing import Direction
+from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.tree import Node
+from kdissect.ingest.framing import Direction
 from kdissect.pipeline import read_messages
 from kdissect.present.text import render_tree
-from kdissect.tree import Node
 
 DISSECTED = (55, 61, 75)
 # kio's phantom int and str types are not worth spelling out in these tests.

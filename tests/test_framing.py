@@ -41,8 +41,8 @@ from scapy.layers.inet6 import IPv6ExtHdrDestOpt, IPv6ExtHdrHopByHop, IPv6ExtHdr
 from scapy.layers.l2 import CookedLinux, CookedLinuxV2
 from scapy.packet import Packet as ScapyPacket
 
-from kdissect.capture import CaptureError
-from kdissect.framing import Frame, read_frames
+from kdissect.ingest.capture import CaptureError
+from kdissect.ingest.framing import Frame, read_frames
 from kdissect.notes import Note, Severity
 
 CLIENT, SERVER = ("10.0.0.1", 40000), ("10.0.0.2", 9092)

@@ -34,18 +34,18 @@ from kio.schema.describe_quorum.v2 import response as kio_quorum
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from kdissect import framing
 from kdissect.apis import APIS
-from kdissect.capture import CaptureError
 from kdissect.cli import main
-from kdissect.dissect import dissect_request, dissect_response
-from kdissect.framing import Frame
+from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.tree import Node
+from kdissect.ingest import framing
+from kdissect.ingest.capture import CaptureError
+from kdissect.ingest.framing import Frame
+from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.records import message_record, tree_record
 from kdissect.present.summary import summary_line
 from kdissect.present.text import render_tree
-from kdissect.protocol import Message
-from kdissect.tree import Node
 from tests.conftest import CAPTURES
 from tools.fuzz import CaptureModel, FrameCase, mutate_capture, parse_pcap, parse_pcapng
 

@@ -22,7 +22,7 @@ from kio.schema.describe_topic_partitions.v0 import response as kio_response
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from kdissect.dissect import dissect_request, dissect_response
+from kdissect.decode.dissect import dissect_request, dissect_response
 from kdissect.notes import Severity
 from kdissect.present.hexdump import hexdump
 from kdissect.present.text import render_tree

@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from kdissect.interpreter import decode_struct
+from kdissect.decode.interpreter import decode_struct
+from kdissect.decode.schema import compile_message, parse_definition
+from kdissect.decode.tree import Node
 from kdissect.notes import Severity
-from kdissect.schema import compile_message, parse_definition
-from kdissect.tree import Node
 
 SAMPLE = """
 // A definition of our own exercising every construct of the format.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.dissect import message_body
+from kdissect.decode.dissect import message_body
 from kdissect.pipeline import read_messages
 
 DESCRIBE_TOPIC_PARTITIONS = 75

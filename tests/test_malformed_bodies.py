@@ -20,10 +20,10 @@ from kio.schema.describe_quorum.v2 import response as kio_quorum
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from kdissect.dissect import dissect_request, dissect_response
+from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.tree import Node
 from kdissect.notes import Severity
 from kdissect.present.text import render_tree
-from kdissect.tree import Node
 
 ERROR, WARN = Severity.ERROR, Severity.WARN
 quorum: Any = kio_quorum  # kio's phantom int and str types are not worth spelling out here

@@ -1,4 +1,4 @@
-"""Link layers, IPv4/IPv6 and TCP headers: packets built by scapy, decoded by kdissect.net."""
+"""Link layers, IPv4/IPv6 and TCP headers: packets built by scapy, decoded by kdissect.ingest.net."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from scapy.layers.inet6 import (
 from scapy.layers.l2 import CookedLinux, CookedLinuxV2, Ether
 from scapy.packet import Packet as ScapyPacket
 
-from kdissect.capture import Packet
-from kdissect.net import (
+from kdissect.ingest.capture import Packet
+from kdissect.ingest.net import (
     LINKTYPE_ETHERNET,
     LINKTYPE_IPV4,
     LINKTYPE_IPV6,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import struct
 
-from kdissect.framing import Connection, Direction, Frame
-from kdissect.pairing import Pairer, Sequencer, pair_messages
-from kdissect.protocol import Message, parse_message
+from kdissect.ingest.framing import Connection, Direction, Frame
+from kdissect.pair.message import Message, parse_message
+from kdissect.pair.pairing import Pairer, Sequencer, pair_messages
 
 CLIENT = (bytes([127, 0, 0, 1]), 50000)
 SERVER = (bytes([127, 0, 0, 1]), 9092)

@@ -23,8 +23,8 @@ from scapy.packet import Packet as ScapyPacket
 from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
-from kdissect.framing import Frame, read_frames
-from kdissect.net import Address
+from kdissect.ingest.framing import Frame, read_frames
+from kdissect.ingest.net import Address
 
 CAPTURES = sorted((Path(__file__).resolve().parents[1] / "captures").glob("*.pcap"))
 Flow = tuple[Address, Address, str]  # client, server, direction

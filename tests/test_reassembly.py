@@ -6,9 +6,8 @@ import random
 
 import pytest
 
-from kdissect.net import ACK, FIN, PSH, RST, SYN, Segment
-from kdissect.notes import Severity
-from kdissect.reassembly import (
+from kdissect.ingest.net import ACK, FIN, PSH, RST, SYN, Segment
+from kdissect.ingest.reassembly import (
     MAX_PENDING_BYTES,
     OVERFLOW,
     SNAPLEN,
@@ -19,6 +18,7 @@ from kdissect.reassembly import (
     StreamEvent,
     reassemble,
 )
+from kdissect.notes import Severity
 
 CLIENT = (bytes([10, 0, 0, 1]), 40000)
 SERVER = (bytes([10, 0, 0, 2]), 9092)

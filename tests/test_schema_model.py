@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kdissect.schema import (
+from kdissect.decode.schema import (
     Kind,
     SchemaError,
     VersionRange,

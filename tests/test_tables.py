@@ -25,6 +25,7 @@ from kio.serial import entity_reader
 
 import kdissect
 from kdissect.present.analysis import Capture
+from tests.conftest import missing
 
 STORIES = ("producers_story", "quorum_story")
 BROKER_SESSION = "tansu_topic_partitions"
@@ -450,7 +451,7 @@ def tshark_messages(pcap: Path) -> list[list[str]]:
     """(frame, epoch time, source port, api key, api version, correlation id) per Kafka PDU."""
     executable = shutil.which("tshark")
     if executable is None:
-        pytest.fail("tshark is not installed (apt-get install tshark)")
+        missing("tshark is not installed (apt-get install tshark)")
     run = subprocess.run(
         [executable, "-n", "-r", str(pcap), "-d", "tcp.port==9092,kafka", "-Y", "kafka",
          "-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch", "-e", "tcp.srcport",

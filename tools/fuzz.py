@@ -62,7 +62,7 @@ from kdissect.apis import APIS, request_header_version, response_header_version
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "captures"
 PUBLIC = Path(os.environ.get("KDISSECT_PUBLIC_CAPTURES", ROOT.parent / "shared" / "captures" / "public"))
-MODULES = ("kdissect.dissect", "kdissect.pipeline", "kdissect.present.text",
+MODULES = ("kdissect.decode.dissect", "kdissect.pipeline", "kdissect.present.text",
            "kdissect.present.records", "kdissect.present.summary", "kdissect.cli",
            "kdissect.present.export", "kdissect.present.analysis")
 DISSECTED = ((75, 0), (61, 0), (55, 0), (55, 1), (55, 2))
@@ -483,7 +483,7 @@ def check_tree(tree: Any, data: bytes) -> list[str]:
 
 
 def check_case(data: bytes) -> tuple[list[str], int]:
-    from kdissect.dissect import dissect_request, dissect_response
+    from kdissect.decode.dissect import dissect_request, dissect_response
 
     case = FrameCase.decode(data)
     if case.request:
@@ -496,7 +496,7 @@ def check_case(data: bytes) -> tuple[list[str], int]:
 def check_capture(data: bytes) -> tuple[list[str], int]:
     """Decode everything of one capture (problems, messages); CaptureError only before
     anything was read."""
-    from kdissect.capture import CaptureError
+    from kdissect.ingest.capture import CaptureError
     from kdissect.pipeline import read_messages
 
     problems: list[str] = []

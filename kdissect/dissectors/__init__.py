@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kdissect.decode.tree import Node
 from kdissect.error_codes import error_name
-from kdissect.tree import Node
 
 if TYPE_CHECKING:
-    from kdissect.protocol import Message
+    from kdissect.pair.message import Message
 
 Columns = dict[str, list[Any]]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kdissect.decode.tree import Node
 from kdissect.dissectors import (
     CONTEXT_DTYPES,
     Columns,
@@ -21,10 +22,9 @@ from kdissect.dissectors import (
     timestamp,
 )
 from kdissect.error_codes import error_name
-from kdissect.tree import Node
 
 if TYPE_CHECKING:
-    from kdissect.protocol import Message
+    from kdissect.pair.message import Message
 
 API_KEY = 61
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from kdissect.decode.tree import Node
 from kdissect.dissectors import (
     CONTEXT_DTYPES,
     Columns,
@@ -28,10 +29,9 @@ from kdissect.dissectors import (
     timestamp,
 )
 from kdissect.error_codes import error_name
-from kdissect.tree import Node
 
 if TYPE_CHECKING:
-    from kdissect.protocol import Message
+    from kdissect.pair.message import Message
 
 API_KEY = 55
 LAG_ABOUT = "high watermark minus log end offset"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kdissect.decode.tree import Node
 from kdissect.dissectors import (
     CONTEXT_DTYPES,
     Columns,
@@ -22,10 +23,9 @@ from kdissect.dissectors import (
     sentinel,
 )
 from kdissect.error_codes import error_name
-from kdissect.tree import Node
 
 if TYPE_CHECKING:
-    from kdissect.protocol import Message
+    from kdissect.pair.message import Message
 
 API_KEY = 75
 

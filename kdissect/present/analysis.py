@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pandas as pd
 
+from kdissect.decode.tree import Node
 from kdissect.dissectors import Columns
-from kdissect.framing import DEFAULT_PORTS
+from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
+from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.records import json_value, message_record
-from kdissect.protocol import Message
-from kdissect.tree import Node
 
 if TYPE_CHECKING:
     from kdissect.dissectors import TableSpec
@@ -82,7 +82,7 @@ class Capture:
 
     def table(self, name: str) -> pd.DataFrame:
         """One of the per-API tables by name (see `kdissect.dissectors.TABLES`)."""
-        from kdissect.dissect import TABLES
+        from kdissect.decode.dissect import TABLES
 
         return self._api_table(TABLES[name])
 
@@ -115,7 +115,7 @@ class Capture:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table by name, generic ones first."""
-        from kdissect.dissect import TABLES
+        from kdissect.decode.dissect import TABLES
 
         found = {"messages": self.messages, "exchanges": self.exchanges, "fields": self.fields}
         found.update((name, self.table(name)) for name in TABLES)
@@ -241,7 +241,7 @@ def _top_level_error(response: Message | None) -> str | None:
 
     if response is None or response.api_key not in DISSECTED_APIS:
         return None
-    from kdissect.dissect import message_body
+    from kdissect.decode.dissect import message_body
 
     body = message_body(response.tree(keep=False))
     code = None if body is None else body.child("ErrorCode")
@@ -307,7 +307,7 @@ def field_paths(root: Node) -> list[tuple[Node, int, str]]:
 
 
 def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
-    from kdissect.dissect import message_body
+    from kdissect.decode.dissect import message_body
 
     columns: Columns = {name: [] for name in spec.dtypes}
     for message in messages:
@@ -357,7 +357,7 @@ def _count(number: int, noun: str) -> str:
 
 
 def _address(address: Any) -> str:
-    from kdissect.net import format_address
+    from kdissect.ingest.net import format_address
 
     return format_address(address)
 

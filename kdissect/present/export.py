@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from kdissect.capture import CaptureError
+from kdissect.ingest.capture import CaptureError
 
 EXIT_OK, EXIT_USAGE = 0, 2
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from kdissect.tree import Node
+from kdissect.decode.tree import Node
 
 if TYPE_CHECKING:
+    from kdissect.pair.message import Message
     from kdissect.present.analysis import Capture
-    from kdissect.protocol import Message
 
 _STYLE = (
     "<style>.kd-tree{font-family:monospace;font-size:12px;line-height:1.4}"

@@ -6,10 +6,10 @@ import math
 import uuid
 from typing import Any
 
-from kdissect.net import format_address
+from kdissect.decode.tree import Node
+from kdissect.ingest.net import format_address
 from kdissect.notes import Note
-from kdissect.protocol import Message
-from kdissect.tree import Node
+from kdissect.pair.message import Message
 
 # The columns of a message record, in order; `tree` is added by JSON output.
 MESSAGE_COLUMNS = (

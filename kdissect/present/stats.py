@@ -6,10 +6,10 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kdissect.net import format_address
+from kdissect.decode.tree import printable
+from kdissect.ingest.net import format_address
+from kdissect.pair.message import Message
 from kdissect.present.summary import DISSECTED_APIS, error_counts
-from kdissect.protocol import Message
-from kdissect.tree import printable
 
 
 @dataclass(slots=True)

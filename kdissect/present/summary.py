@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from kdissect.decode.tree import Node, printable
 from kdissect.error_codes import error_name
-from kdissect.net import format_address
-from kdissect.protocol import Message
-from kdissect.tree import Node, printable
+from kdissect.ingest.net import format_address
+from kdissect.pair.message import Message
 
 DISSECTED_APIS = frozenset({55, 61, 75})
 _TOPIC_FIELDS = frozenset({"Name", "TopicName"})
@@ -104,7 +104,7 @@ def info(message: Message, *, body_info: bool = False) -> str:
 
 
 def _api_summary(message: Message, tree: Node) -> str:
-    from kdissect.dissect import DISSECTORS, message_body
+    from kdissect.decode.dissect import DISSECTORS, message_body
 
     dissector = DISSECTORS.get(message.api_key or -1)
     body = message_body(tree)
@@ -115,7 +115,7 @@ def _api_summary(message: Message, tree: Node) -> str:
 
 def topic_names(tree: Node) -> list[str]:
     """Distinct topic names of a message's top-level `Topics` array, in order."""
-    from kdissect.dissect import message_body
+    from kdissect.decode.dissect import message_body
 
     body = message_body(tree)
     topics = None if body is None else body.child("Topics")

@@ -11,7 +11,7 @@ Notes follow the line of the node they belong to, as `!! error: ... at 0x001d`.
 
 from __future__ import annotations
 
-from kdissect.tree import Node, printable
+from kdissect.decode.tree import Node, printable
 
 ABOUT_LIMIT = 78  # longer descriptions are cut to 75 characters plus "..."
 _BARE_TYPES = ("frame", "header")  # types the line does not repeat

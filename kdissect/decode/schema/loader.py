@@ -10,8 +10,8 @@ import functools
 import json
 from importlib import resources
 
-from kdissect.schema.model import MessageSpec, parse_message
-from kdissect.schema.versions import SchemaError
+from kdissect.decode.schema.model import MessageSpec, parse_message
+from kdissect.decode.schema.versions import SchemaError
 
 HEADER_NAMES = {"request": "RequestHeader", "response": "ResponseHeader"}
 
@@ -51,7 +51,7 @@ def parse_definition(text: str, source: str) -> MessageSpec:
 @functools.cache
 def load_definitions() -> tuple[MessageSpec, ...]:
     """Every shipped definition, parsed and checked (cached: the files are read once)."""
-    folder = resources.files("kdissect.schema").joinpath("definitions")
+    folder = resources.files("kdissect.decode.schema").joinpath("definitions")
     specs = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json"):

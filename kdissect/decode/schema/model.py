@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kdissect.schema.versions import NO_VERSIONS, SchemaError, VersionRange
+from kdissect.decode.schema.versions import NO_VERSIONS, SchemaError, VersionRange
 
 INTEGER_RANGES: dict[str, tuple[int, int]] = {
     "int8": (-(2**7), 2**7 - 1),

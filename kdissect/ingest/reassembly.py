@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from kdissect.net import ACK, FIN, RST, SYN, Address, RawSegment, Segment
+from kdissect.ingest.net import ACK, FIN, RST, SYN, Address, RawSegment, Segment
 from kdissect.notes import Note, chat, warn
 
 MASK, HALF = 0xFFFFFFFF, 0x80000000

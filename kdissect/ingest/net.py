@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from kdissect.capture import Packet, Report, read_records
+from kdissect.ingest.capture import Packet, Report, read_records
 from kdissect.notes import Note, note
 
 Address = tuple[bytes, int]  # (packed IPv4 or IPv6 address, port)

@@ -2,10 +2,10 @@
 
     definitions/*.json  ->  loader (MessageSpec)  ->  plan (MessagePlan, cached)
 
-The interpreter (`kdissect.interpreter`) walks a MessagePlan over a frame.
+The interpreter (`kdissect.decode.interpreter`) walks a MessagePlan over a frame.
 """
 
-from kdissect.schema.loader import (
+from kdissect.decode.schema.loader import (
     dissected_api_keys,
     header_spec,
     load_definitions,
@@ -13,8 +13,14 @@ from kdissect.schema.loader import (
     parse_definition,
     strip_comments,
 )
-from kdissect.schema.model import FieldSpec, FieldType, MessageSpec, StructSpec, parse_message
-from kdissect.schema.plan import (
+from kdissect.decode.schema.model import (
+    FieldSpec,
+    FieldType,
+    MessageSpec,
+    StructSpec,
+    parse_message,
+)
+from kdissect.decode.schema.plan import (
     FieldPlan,
     Kind,
     MessagePlan,
@@ -23,7 +29,7 @@ from kdissect.schema.plan import (
     header_plan,
     message_plan,
 )
-from kdissect.schema.versions import ALL_VERSIONS, NO_VERSIONS, SchemaError, VersionRange
+from kdissect.decode.schema.versions import ALL_VERSIONS, NO_VERSIONS, SchemaError, VersionRange
 
 __all__ = [
     "ALL_VERSIONS",

@@ -11,6 +11,9 @@ from __future__ import annotations
 import struct
 
 from kdissect.apis import APIS, api_name, request_header_version, response_header_version
+from kdissect.decode.interpreter import decode_struct, hex_display, trailing_node
+from kdissect.decode.schema import dissected_api_keys, header_plan, message_plan
+from kdissect.decode.tree import Node
 from kdissect.dissectors import (
     Dissector,
     TableSpec,
@@ -18,11 +21,7 @@ from kdissect.dissectors import (
     describe_quorum,
     describe_topic_partitions,
 )
-from kdissect.interpreter import decode_struct, hex_display, trailing_node
 from kdissect.notes import Note, error, note, warn
-from kdissect.protocol import REQUEST_MISSING
-from kdissect.schema import dissected_api_keys, header_plan, message_plan
-from kdissect.tree import Node
 
 FRAME_ABOUT = "length-delimited framing"
 SIZE_ABOUT = "number of bytes that follow, patched after encoding"
@@ -39,6 +38,7 @@ TABLES: dict[str, TableSpec] = {
     for module in (describe_topic_partitions, describe_producers, describe_quorum)
     for spec in module.TABLES
 }
+REQUEST_MISSING = "request missing: body not decoded"
 _SIZE = struct.Struct(">i")
 _KEY_AND_VERSION = struct.Struct(">hh")
 

@@ -18,15 +18,15 @@ from typing import Any
 
 from kdissect import notes
 from kdissect.apis import api_name, request_header_version
-from kdissect.framing import Direction, Frame
+from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.tree import Node
+from kdissect.ingest.framing import Direction, Frame
 from kdissect.notes import Note
-from kdissect.tree import Node
 
 _REQUEST_FIXED = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _RESPONSE_FIXED = struct.Struct(">ii")  # size, correlation id
 _INT16 = struct.Struct(">h")
 PRODUCE = 0
-REQUEST_MISSING = "request missing: body not decoded"
 
 
 @dataclass(slots=True, eq=False, weakref_slot=True)
@@ -109,8 +109,6 @@ class Message:
         """
         if self._tree is not None:
             return self._tree
-        from kdissect.dissect import dissect_request, dissect_response
-
         data = self.frame.data
         if self.is_request:
             tree = dissect_request(data)

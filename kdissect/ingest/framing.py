@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
-from kdissect.capture import Record, read_records
-from kdissect.detect import (
+from kdissect.ingest.capture import Record, read_records
+from kdissect.ingest.detect import (
     REQUEST_HEADER_LENGTH,
     RESPONSE_HEADER_LENGTH,
     looks_like_tls,
@@ -29,15 +29,15 @@ from kdissect.detect import (
     response_candidates,
     response_header,
 )
-from kdissect.net import (
+from kdissect.ingest.net import (
     Address,
     decode_tcp,
     format_address,
     supported_linktype,
     unsupported_linktype_note,
 )
+from kdissect.ingest.reassembly import ConnectionTracker, TcpConnection
 from kdissect.notes import Note, chat, error, warn
-from kdissect.reassembly import ConnectionTracker, TcpConnection
 
 DEFAULT_PORTS = (9092,)
 MAX_FRAME_SIZE = 100 * 1024 * 1024

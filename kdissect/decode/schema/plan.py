@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from kdissect.schema.loader import header_spec, message_spec
-from kdissect.schema.model import FieldSpec, FieldType, MessageSpec
-from kdissect.schema.versions import SchemaError
+from kdissect.decode.schema.loader import header_spec, message_spec
+from kdissect.decode.schema.model import FieldSpec, FieldType, MessageSpec
+from kdissect.decode.schema.versions import SchemaError
 
 HEADER_TAGGED_ABOUT = "number of tagged fields in the header"
 STRUCT_TAGGED_ABOUT = "number of tagged fields in this struct"

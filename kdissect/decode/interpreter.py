@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan
+from kdissect.decode.tree import Node, printable
 from kdissect.notes import Note, error, note, warn
-from kdissect.schema.plan import FieldPlan, Kind, StructPlan
-from kdissect.tree import Node, printable
 
 NULLABLE_STRUCT_ABOUT = "nullable struct marker: -1 null, 1 present"
 CAPTURE_CUT = "(the capture cut the frame short)"

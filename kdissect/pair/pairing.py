@@ -17,7 +17,8 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 
 from kdissect import notes
-from kdissect.protocol import REQUEST_MISSING, Message
+from kdissect.decode.dissect import REQUEST_MISSING
+from kdissect.pair.message import Message
 
 HOLD_SECONDS = 30.0  # release an unanswered request after this much capture time
 HOLD_MESSAGES = 10_000  # and never hold more messages than this
