@@ -70,6 +70,9 @@ def capture_paths(path: Any) -> list[Any]:
     return [path]
 
 
+GENERIC_TABLES = ("messages", "exchanges", "fields")
+
+
 class Capture:
     """The Kafka messages of one capture and the DataFrames made from them."""
 
@@ -102,10 +105,22 @@ class Capture:
         return _fields_frame(self.message_list)
 
     def table(self, name: str) -> pd.DataFrame:
-        """One of the per-API tables by name (see `kdissect.dissectors.TABLES`)."""
+        """Any table by name: `messages`, `exchanges`, `fields` or a per-API one."""
         from kdissect.decode.dissect import TABLES
 
+        if name in GENERIC_TABLES:
+            frame: pd.DataFrame = getattr(self, name)
+            return frame
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; tables are: {', '.join(self.table_names())}")
         return self._api_table(TABLES[name])
+
+    @staticmethod
+    def table_names() -> list[str]:
+        """The name of every table, generic ones first."""
+        from kdissect.decode.dissect import TABLES
+
+        return [*GENERIC_TABLES, *TABLES]
 
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
         cache = self._api_tables
@@ -136,11 +151,7 @@ class Capture:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table by name, generic ones first."""
-        from kdissect.decode.dissect import TABLES
-
-        found = {"messages": self.messages, "exchanges": self.exchanges, "fields": self.fields}
-        found.update((name, self.table(name)) for name in TABLES)
-        return found
+        return {name: self.table(name) for name in self.table_names()}
 
     def export(self, directory: str | os.PathLike[str], format: str = "parquet") -> list[Path]:
         """Write every table to `directory` as Parquet or CSV; returns the files written."""
@@ -304,7 +315,7 @@ def _add_field_rows(columns: Columns, message: Message) -> None:
         for append, item in zip(add, (
             number, path, node.name, node.type, None if value is None else str(value),
             value if type(value) is int else None, node.display, node.offset, node.size,
-            depth, node.generated,
+            depth, node.generated, message.file,
         ), strict=True):  # fmt: skip
             append(item)
 
@@ -312,7 +323,7 @@ def _add_field_rows(columns: Columns, message: Message) -> None:
 _FIELD_DTYPES = {
     "number": "int64", "path": "string", "name": "string", "type": "string",
     "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
-    "size": "int64", "depth": "int64", "generated": "bool",
+    "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
 }  # fmt: skip
 
 
