@@ -26,6 +26,7 @@ Needs the `dask` extra: `pip install 'kdissect[dask]'`.
 from __future__ import annotations
 
 import glob
+import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -47,9 +48,12 @@ def read_pcaps(paths: str | os.PathLike[str] | Sequence[Partition], *,
     partitions = _partitions(paths)
     if not partitions:
         raise FileNotFoundError(f"no capture files in {paths!r}")
-    names = list(tables) if tables is not None else list(Capture([]).table_names())
+    names = tuple(tables) if tables is not None else tuple(Capture([]).table_names())
     options = {"ports": tuple(ports), "detect": detect}
-    return {name: _table(name, partitions, options) for name in names}
+    # One task per capture computes every table asked for at once (reading the capture
+    # once); each table's partition is that task's frame for it.
+    reads = [dask.delayed(_read_tables, pure=True)(group, names, options) for group in partitions]
+    return {name: _table(name, reads) for name in names}
 
 
 def _partitions(paths: str | os.PathLike[str] | Sequence[Partition]) -> list[list[Any]]:
@@ -58,19 +62,20 @@ def _partitions(paths: str | os.PathLike[str] | Sequence[Partition]) -> list[lis
     return [capture_paths(item) for item in paths]
 
 
-def _table(name: str, partitions: list[list[Any]], options: Mapping[str, Any]) -> dd.DataFrame:
+def _table(name: str, reads: list[Any]) -> dd.DataFrame:
     meta = _meta(Capture([]).table(name))
-    parts = [dask.delayed(_read_table, pure=True)(group, name, dict(options))
-             for group in partitions]
+    parts = [dask.delayed(operator.getitem, pure=True)(read, name) for read in reads]
     # The tables' own dtypes (categoricals, nullable integers, pandas strings) are kept as
     # they are: no conversion of text columns to Arrow strings behind the caller's back.
     with dask.config.set({"dataframe.convert-string": False}):
         return dd.from_delayed(parts, meta=meta, verify_meta=False)
 
 
-def _read_table(group: list[Any], name: str, options: dict[str, Any]) -> pd.DataFrame:
-    """One partition: the capture `group` (one file or a set read together), one table."""
-    return read_pcap(group, **options).table(name)
+def _read_tables(group: list[Any], names: tuple[str, ...], options: dict[str, Any]
+                 ) -> dict[str, pd.DataFrame]:
+    """One capture (a file, or a set read together): the tables `names`."""
+    capture = read_pcap(group, **options)
+    return {name: capture.table(name) for name in names}
 
 
 def _meta(empty: pd.DataFrame) -> pd.DataFrame:
