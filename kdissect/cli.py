@@ -11,6 +11,7 @@ from typing import IO, BinaryIO
 
 from kdissect import __version__
 from kdissect.apis import APIS
+from kdissect.decode.tree import printable
 from kdissect.ingest.capture import CaptureError
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE
 from kdissect.notes import Note
@@ -54,7 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
-    add("files", nargs="+", metavar="FILE", help="pcap or pcapng capture; '-' reads standard input")
+    add("files", nargs="+", metavar="FILE",
+        help="pcap or pcapng capture, possibly gzip/bzip2/xz/zstd-compressed; '-' reads standard "
+        "input; several files are read as one capture merged by packet time (a rotated set)")
+    add("--separate", action="store_true",
+        help="read each file as a capture of its own (own numbering and connections), e.g. "
+        "files from different capture points")
+    add("--show-file", action="store_true",
+        help="end each summary line with the file its message's last packet came from")
     add("-V", "--verbose", action="store_true", help="print the annotated field tree of each message")
     add("-i", "--info", action="store_true",
         help="add what the bodies of DescribeTopicPartitions, DescribeProducers and "
@@ -165,11 +173,12 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     sink = _make_sink(args)
     status = EXIT_OK
     shown = 0
-    for path in args.files:
-        for message in _messages(path, args):
+    groups = [[path] for path in args.files] if args.separate else [args.files]
+    for paths in groups:
+        for message in _messages(paths, args):
             if message is None:
                 status = EXIT_USAGE
-                break
+                continue
             if not keep(message):
                 continue
             sink.write(message)
@@ -181,26 +190,43 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     return status
 
 
-def _messages(path: str, args: argparse.Namespace) -> Iterator[Message | None]:
-    """The messages of one capture; a final None when the file could not be read."""
-    stream = _open_capture(path)
-    if stream is None:
+def _messages(paths: list[str], args: argparse.Namespace) -> Iterator[Message | None]:
+    """The messages of the captures in `paths`, read as one capture merged by packet time.
+
+    A None is yielded for each file that could not be read (after its one-line
+    message); the other files are still read.
+    """
+    opened = [(path, _open_capture(path)) for path in paths]
+    readable = [(path, stream) for path, stream in opened if stream is not None]
+    for _ in range(len(opened) - len(readable)):
         yield None
+    if not readable:
         return
-    problems = _ProblemReporter(path)
-    progress = Progress(stream, path)
+    names = [_display_name(path) for path, _ in readable]
+    problems = _ProblemReporter(names[0] if len(names) == 1 else "")
+    progress = [Progress(stream, path) for path, stream in readable]
+    failed: list[int] = []
+
+    def unreadable(index: int, problem: CaptureError) -> None:
+        _warn(f"{names[index]}: {problem}")
+        failed.append(index)
+
     try:
-        yield from read_messages(progress.reader, ports=[*DEFAULT_PORTS, *args.port],
+        yield from read_messages([p.reader for p in progress], ports=[*DEFAULT_PORTS, *args.port],
                                  detect=not args.no_detect, max_frame_size=args.max_frame_size,
-                                 report=problems)
+                                 report=problems, unreadable=unreadable, names=names)
     except CaptureError as exc:
-        _warn(f"{_display_name(path)}: {exc}")
+        _warn(f"{names[0]}: {exc}")
         yield None
     finally:
-        progress.close()
+        for bar in progress:
+            bar.close()
         problems.close()
-        if stream is not sys.stdin.buffer:
-            stream.close()
+        for _path, stream in readable:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+    for _ in failed:
+        yield None
 
 
 def _open_capture(path: str) -> BinaryIO | None:
@@ -226,20 +252,24 @@ def _warn(text: str) -> None:
 
 
 class _ProblemReporter:
-    """Capture-level notes to stderr, a bounded number per file."""
+    """Capture-level notes to stderr, a bounded number per capture.
 
-    def __init__(self, path: str) -> None:
-        self.name = _display_name(path)
+    `name` prefixes each note; it is empty for a set of files, whose notes name
+    their file themselves.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.prefix = f"{name}: " if name else ""
         self.count = 0
 
     def __call__(self, note: Note) -> None:
         self.count += 1
         if self.count <= MAX_CAPTURE_NOTES:
-            _warn(f"{self.name}: {note}")
+            _warn(f"{self.prefix}{note}")
 
     def close(self) -> None:
         if self.count > MAX_CAPTURE_NOTES:
-            _warn(f"{self.name}: ... and {self.count - MAX_CAPTURE_NOTES} more capture problems")
+            _warn(f"{self.prefix}... and {self.count - MAX_CAPTURE_NOTES} more capture problems")
 
 
 def _make_sink(args: argparse.Namespace) -> _Sink:
@@ -275,6 +305,8 @@ class _TextSink(_Sink):
             self.base_time = message.time
         base = self.base_time if self.args.time == "r" else None
         line = self.summary_line(message, base, body_info=self.args.info)
+        if self.args.show_file:
+            line += f" file={printable(message.file or '-')}"
         if not (self.args.verbose or self.args.hex):
             self.out.write(line + "\n")
             return

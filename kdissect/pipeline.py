@@ -2,34 +2,48 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, read_frames
+from kdissect.ingest.capture import CaptureError
+from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records, source_name
+from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Frame, frames_from_records
 from kdissect.notes import Note
 from kdissect.pair.message import Message, parse_message
 from kdissect.pair.pairing import pair_messages
 
-Source = str | os.PathLike[str] | BinaryIO
-
 
 def read_messages(
-    source: Source,
+    source: CaptureSource | Sequence[CaptureSource],
     *,
     ports: Iterable[int] = DEFAULT_PORTS,
     detect: bool = True,
     max_frame_size: int = MAX_FRAME_SIZE,
     report: Callable[[Note], None] | None = None,
+    unreadable: Callable[[int, CaptureError], None] | None = None,
+    names: Sequence[str] | None = None,
 ) -> Iterator[Message]:
     """Every Kafka message of a capture, paired, in capture order, streaming.
 
-    Raises `kdissect.ingest.capture.CaptureError` only when the source is not a
-    readable capture at all; every other problem is a note, either on the
-    message it concerns or passed to `report` (capture-level problems).
+    Several sources (a list or tuple) are read as one capture, merged by packet
+    time (a rotated set); each message's `file` names the file its last packet
+    came from (`names` overrides how sources are named). Raises
+    `kdissect.ingest.capture.CaptureError` only when a source is not a readable
+    capture at all (with several sources and an `unreadable` handler, that file
+    is reported to the handler by its index and left out); every other problem
+    is a note, either on the message it concerns or passed to `report`
+    (capture-level problems).
     """
-    frames = read_frames(
-        source, ports=ports, detect=detect, max_frame_size=max_frame_size, report=report
-    )
-    messages = (parse_message(number, frame) for number, frame in enumerate(frames, 1))
-    return pair_messages(messages)
+    sources: list[CaptureSource] = list(source) if isinstance(source, list | tuple) else [source]  # type: ignore[list-item]
+    origins = PacketOrigins(names or [source_name(s) for s in sources])
+    records = merged_records(sources, origins, report, unreadable)
+    frames = frames_from_records(records, ports=ports, detect=detect,
+                                 max_frame_size=max_frame_size, report=report)
+    return pair_messages(_messages(frames, origins))
+
+
+def _messages(frames: Iterator[Frame], origins: PacketOrigins) -> Iterator[Message]:
+    name_of = origins.name_of
+    for number, frame in enumerate(frames, 1):
+        message = parse_message(number, frame)
+        message.file = name_of(frame.last_packet)
+        yield message

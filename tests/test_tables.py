@@ -363,14 +363,14 @@ DTYPES: dict[str, dict[str, str]] = {
         "src": "category", "dst": "category", "direction": "category", "api_key": "Int64",
         "api_name": "category", "api_version": "Int64", "correlation_id": "Int64",
         "client_id": "category", "length": "Int64", "pair": "Int64", "latency_ms": "Float64",
-        "notes": "string",
+        "notes": "string", "file": "category",
     },
     "exchanges": {
         "request": "Int64", "response": "Int64", "stream": "int64", "client": "category",
         "server": "category", "client_id": "category", "api_key": "Int64",
         "api_name": "category", "api_version": "Int64", "correlation_id": "Int64",
         "request_time": "utc", "response_time": "utc", "latency_ms": "Float64",
-        "request_bytes": "Int64", "response_bytes": "Int64", "error": "category",
+        "request_bytes": "Int64", "response_bytes": "Int64", "error": "category", "file": "category",
     },
     "fields": {
         "number": "int64", "path": "string", "name": "category", "type": "category",

@@ -87,10 +87,11 @@ def add_row(columns: Columns, **row: Any) -> None:
 
 def message_context(message: Message) -> dict[str, Any]:
     """The columns every per-API table starts with: when, which message, which connection."""
-    return {"time": message.time, "message": message.number, "stream": message.frame.connection.index}
+    return {"time": message.time, "message": message.number,
+            "stream": message.frame.connection.index, "file": message.file}
 
 
-CONTEXT_DTYPES = {"time": "utc", "message": "int64", "stream": "int64"}
+CONTEXT_DTYPES = {"time": "utc", "message": "int64", "stream": "int64", "file": "category"}
 
 
 def no_meaning(body: Node, version: int) -> None:

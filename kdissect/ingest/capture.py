@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
+from kdissect.ingest.compressed import compression_of, decompressing
 from kdissect.notes import Note, error, note, warn
 
 Report = Callable[[Note], None]
@@ -78,11 +79,18 @@ def read_packets(source: str | os.PathLike[str] | BinaryIO,
 def read_records(source: str | os.PathLike[str] | BinaryIO,
                  report: Report | None = None) -> Iterator[Record]:
     """The fast form of read_packets: plain tuples, no object per packet."""
-    stream, owned = _open(source)
+    raw, owned = _open(source)
+    stream: Reader = raw
     try:
         magic = _read_exact(stream, 4)
         if not magic:
             raise CaptureError("empty file")
+        kind = compression_of(magic)
+        if kind is not None:  # read through the decompressor, from its first byte
+            stream = decompressing(_Prefixed(magic, raw), kind, report or _ignore)
+            magic = _read_exact(stream, 4)
+            if not magic:
+                raise CaptureError(f"{kind}-compressed, but holds no capture")
         if magic in PCAP_MAGICS:
             yield from _pcap_records(stream, magic, report or _ignore)
         elif magic == PCAPNG_MAGIC:
@@ -91,7 +99,7 @@ def read_records(source: str | os.PathLike[str] | BinaryIO,
             raise CaptureError(f"not a pcap or pcapng file (magic 0x{magic.hex()})")
     finally:
         if owned:
-            stream.close()
+            raw.close()
 
 
 def _ignore(_note: Note) -> None:

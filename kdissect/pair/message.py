@@ -39,6 +39,7 @@ class Message:
     api_version: int | None = None
     client_id: str | None = None  # requests only
     expects_response: bool = True  # False for Produce with acks=0
+    file: str | None = None  # the capture file its last packet came from
     notes: list[Note] = field(default_factory=list)
     # A response holds its request; a request only a weak reference to its
     # response, so pairs form no reference cycle and streaming frees them at once.

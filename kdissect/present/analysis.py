@@ -8,8 +8,9 @@ access and cached.
 
 from __future__ import annotations
 
+import glob
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -18,6 +19,8 @@ import pandas as pd
 
 from kdissect.decode.tree import Node
 from kdissect.dissectors import Columns
+from kdissect.ingest.capture import CaptureError
+from kdissect.ingest.files import source_name
 from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
@@ -29,34 +32,55 @@ if TYPE_CHECKING:
 
 
 def read_pcap(
-    path: str | os.PathLike[str] | BinaryIO,
+    path: str | os.PathLike[str] | BinaryIO | Sequence[str | os.PathLike[str]],
     ports: Iterable[int] = DEFAULT_PORTS,
     apis: Iterable[int] | None = None,
     detect: bool = True,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
-    `ports` are extra TCP ports to treat as Kafka (9092 always is); `apis`
-    keeps only those API keys (requests and their responses).
+    `path` is one capture file (or an open binary stream), a list of files, or a
+    glob pattern (`"broker1-*.pcap.gz"`); several files are read as one capture
+    merged by packet time, as a rotated set should be, and every table says which
+    file each message came from. `ports` are extra TCP ports to treat as Kafka
+    (9092 always is); `apis` keeps only those API keys (requests and their responses).
     """
     problems: list[Note] = []
     keep = None if apis is None else frozenset(apis)
+    sources = capture_paths(path)
     messages = [
         message
-        for message in read_messages(path, ports=[*DEFAULT_PORTS, *ports], detect=detect,
+        for message in read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                      report=problems.append)
         if keep is None or message.api_key in keep
     ]
-    source = getattr(path, "name", "") if hasattr(path, "read") else os.fspath(path)
-    return Capture(messages, source=str(source), problems=problems)
+    names = [source_name(s) for s in sources]
+    return Capture(messages, source=", ".join(names), problems=problems, files=names)
+
+
+def capture_paths(path: Any) -> list[Any]:
+    """The capture sources `path` names: itself, the items of a list, or a glob's matches."""
+    if isinstance(path, list | tuple):
+        return [item for entry in path for item in capture_paths(entry)]
+    if isinstance(path, str) and not os.path.exists(path) and glob.has_magic(path):
+        matches = sorted(glob.glob(path))
+        if not matches:
+            raise CaptureError(f"{path}: no file matches this pattern")
+        return list(matches)
+    return [path]
+
+
+GENERIC_TABLES = ("messages", "exchanges", "fields")
 
 
 class Capture:
     """The Kafka messages of one capture and the DataFrames made from them."""
 
-    def __init__(self, messages: list[Message], source: str = "", problems: list[Note] | None = None):
+    def __init__(self, messages: list[Message], source: str = "", problems: list[Note] | None = None,
+                 files: list[str] | None = None):
         self.message_list = messages
         self.source = source
+        self.files = files or ([source] if source else [])
         self.problems = problems or []
         self._by_number = {message.number: message for message in messages}
         self._api_tables: dict[str, pd.DataFrame] = {}
@@ -81,10 +105,22 @@ class Capture:
         return _fields_frame(self.message_list)
 
     def table(self, name: str) -> pd.DataFrame:
-        """One of the per-API tables by name (see `kdissect.dissectors.TABLES`)."""
+        """Any table by name: `messages`, `exchanges`, `fields` or a per-API one."""
         from kdissect.decode.dissect import TABLES
 
+        if name in GENERIC_TABLES:
+            frame: pd.DataFrame = getattr(self, name)
+            return frame
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; tables are: {', '.join(self.table_names())}")
         return self._api_table(TABLES[name])
+
+    @staticmethod
+    def table_names() -> list[str]:
+        """The name of every table, generic ones first."""
+        from kdissect.decode.dissect import TABLES
+
+        return [*GENERIC_TABLES, *TABLES]
 
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
         cache = self._api_tables
@@ -115,11 +151,7 @@ class Capture:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table by name, generic ones first."""
-        from kdissect.decode.dissect import TABLES
-
-        found = {"messages": self.messages, "exchanges": self.exchanges, "fields": self.fields}
-        found.update((name, self.table(name)) for name in TABLES)
-        return found
+        return {name: self.table(name) for name in self.table_names()}
 
     def export(self, directory: str | os.PathLike[str], format: str = "parquet") -> list[Path]:
         """Write every table to `directory` as Parquet or CSV; returns the files written."""
@@ -151,13 +183,18 @@ class Capture:
         for m in self.message_list:
             apis[m.api_name or "(request missing)"] = apis.get(m.api_name or "(request missing)", 0) + 1
         lines = [
-            f"Capture {os.path.basename(self.source) or '(stream)'}: {_count(len(self.message_list), 'Kafka message')} "
+            f"Capture {self._name()}: {_count(len(self.message_list), 'Kafka message')} "
             f"on {_count(streams, 'connection')}, {_count(requests, 'request')} ({answered} answered)",
         ]
         lines += [f"  {name}: {count}" for name, count in sorted(apis.items(), key=lambda i: -i[1])]
         if self.problems:
             lines.append(f"  {len(self.problems)} capture problems, first: {self.problems[0]}")
         return lines
+
+    def _name(self) -> str:
+        if len(self.files) > 1:
+            return f"{os.path.basename(self.files[0])} and {_count(len(self.files) - 1, 'more file')}"
+        return os.path.basename(self.source) or "(stream)"
 
     def _repr_html_(self) -> str:
         from kdissect.present.html import capture_html
@@ -184,7 +221,7 @@ _MESSAGE_DTYPES = {
     "number": "int64", "frame": "int64", "time": "utc", "stream": "int64", "src": "category",
     "dst": "category", "direction": "category", "api_key": "Int64", "api_name": "category",
     "api_version": "Int64", "correlation_id": "Int64", "client_id": "category", "length": "Int64",
-    "pair": "Int64", "latency_ms": "Float64", "notes": "string",
+    "pair": "Int64", "latency_ms": "Float64", "notes": "string", "file": "category",
 }  # fmt: skip
 
 
@@ -220,6 +257,7 @@ def _add_exchange(columns: Columns, request: Message | None, response: Message |
         "request_bytes": None if request is None else len(request.frame.data),
         "response_bytes": None if response is None else len(response.frame.data),
         "error": _top_level_error(response),
+        "file": (response or either).file,
     }
     for name, value in row.items():
         columns[name].append(value)
@@ -230,7 +268,7 @@ _EXCHANGE_DTYPES = {
     "server": "category", "client_id": "category", "api_key": "Int64", "api_name": "category",
     "api_version": "Int64", "correlation_id": "Int64", "request_time": "utc",
     "response_time": "utc", "latency_ms": "Float64", "request_bytes": "Int64",
-    "response_bytes": "Int64", "error": "category",
+    "response_bytes": "Int64", "error": "category", "file": "category",
 }  # fmt: skip
 
 
@@ -277,7 +315,7 @@ def _add_field_rows(columns: Columns, message: Message) -> None:
         for append, item in zip(add, (
             number, path, node.name, node.type, None if value is None else str(value),
             value if type(value) is int else None, node.display, node.offset, node.size,
-            depth, node.generated,
+            depth, node.generated, message.file,
         ), strict=True):  # fmt: skip
             append(item)
 
@@ -285,7 +323,7 @@ def _add_field_rows(columns: Columns, message: Message) -> None:
 _FIELD_DTYPES = {
     "number": "int64", "path": "string", "name": "string", "type": "string",
     "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
-    "size": "int64", "depth": "int64", "generated": "bool",
+    "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
 }  # fmt: skip
 
 

@@ -1,0 +1,113 @@
+"""Many captures as lazy Dask DataFrames, one partition per capture, for a cluster.
+
+    import kdissect.dask
+    tables = kdissect.dask.read_pcaps("incident/broker-*.pcap.gz")
+    tables["exchanges"].groupby("api_name", observed=True).latency_ms.max().compute()
+    kdissect.dask.to_parquet(tables, "dataset/")
+
+`read_pcaps` takes a glob, or a list whose items are partitions: a path, a glob,
+or a list of paths read together as one capture (a rotated set, merged by packet
+time as `read_pcap` does). Each partition is one capture with its own numbering
+and connections, as `kdissect --separate` reads files side by side; every row says
+which file its message came from (`file`). Nothing is read until a table is
+computed, and then each partition reads its capture on the worker that computes
+it and decodes only what that table needs.
+
+Paths are opened by the workers, not by the caller: on a cluster they must name
+files every worker can read (a shared file system, or the same files at the same
+path on each machine), and relative paths resolve against each worker's working
+directory, so absolute paths are the safe choice. Computing on Dask's local
+scheduler is the default; with a `distributed.Client` created in the process,
+`.compute()` runs on its cluster.
+
+Needs the `dask` extra: `pip install 'kdissect[dask]'`.
+"""
+
+from __future__ import annotations
+
+import glob
+import operator
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.dataframe as dd
+import pandas as pd
+
+from kdissect.present.analysis import Capture, capture_paths, read_pcap
+
+Partition = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+def read_pcaps(paths: str | os.PathLike[str] | Sequence[Partition], *,
+               tables: Iterable[str] | None = None, ports: Iterable[int] = (),
+               detect: bool = True) -> dict[str, dd.DataFrame]:
+    """Lazy Dask DataFrames of every table (or of `tables`), one partition per capture."""
+    partitions = _partitions(paths)
+    if not partitions:
+        raise FileNotFoundError(f"no capture files in {paths!r}")
+    names = tuple(tables) if tables is not None else tuple(Capture([]).table_names())
+    options = {"ports": tuple(ports), "detect": detect}
+    # One task per capture computes every table asked for at once (reading the capture
+    # once); each table's partition is that task's frame for it.
+    reads = [dask.delayed(_read_tables, pure=True)(group, names, options) for group in partitions]
+    return {name: _table(name, reads) for name in names}
+
+
+def _partitions(paths: str | os.PathLike[str] | Sequence[Partition]) -> list[list[Any]]:
+    if isinstance(paths, str | os.PathLike):
+        return [[path] for path in capture_paths(os.fspath(paths))]
+    return [capture_paths(item) for item in paths]
+
+
+def _table(name: str, reads: list[Any]) -> dd.DataFrame:
+    meta = _meta(Capture([]).table(name))
+    parts = [dask.delayed(operator.getitem, pure=True)(read, name) for read in reads]
+    # The tables' own dtypes (categoricals, nullable integers, pandas strings) are kept as
+    # they are: no conversion of text columns to Arrow strings behind the caller's back.
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_delayed(parts, meta=meta, verify_meta=False)
+
+
+def _read_tables(group: list[Any], names: tuple[str, ...], options: dict[str, Any]
+                 ) -> dict[str, pd.DataFrame]:
+    """One capture (a file, or a set read together): the tables `names`."""
+    capture = read_pcap(group, **options)
+    return {name: capture.table(name) for name in names}
+
+
+def _meta(empty: pd.DataFrame) -> pd.DataFrame:
+    """An empty frame of the table's dtypes, categoricals marked as of unknown categories."""
+    from dask.dataframe.utils import clear_known_categories
+
+    return clear_known_categories(empty)
+
+
+def to_parquet(tables: Mapping[str, dd.DataFrame], directory: str | os.PathLike[str]) -> list[Path]:
+    """Write each table as a Parquet dataset `directory/<table>/`, partitioned by capture file.
+
+    The layout is Hive's (`messages/capture=broker1.pcap/part.0.parquet`), which DuckDB
+    (`read_parquet('dataset/messages/*/*.parquet', hive_partitioning=true)`), Spark and
+    Polars read directly. `capture` is the file name of each row's `file` (a path's
+    slashes cannot stand in a directory name); `file` keeps the whole path.
+    """
+    target = Path(directory)
+    written = []
+    for name, frame in tables.items():
+        out = target / name
+        with_capture = frame.assign(capture=frame["file"].astype(str).map(
+            _capture_name, meta=("capture", "string")))
+        with_capture.to_parquet(out, partition_on=["capture"], write_index=False)
+        written.append(out)
+    return written
+
+
+def _capture_name(path: str) -> str:
+    return os.path.basename(path) or path
+
+
+def files_of(pattern: str) -> list[str]:
+    """The files a glob names, sorted (what `read_pcaps(pattern)` makes partitions of)."""
+    return sorted(glob.glob(pattern))

@@ -1,0 +1,207 @@
+"""Several files as one capture, and compressed captures.
+
+A rotated set read together must give exactly what the unsplit capture gives:
+the same messages, numbers, connections, pairings, times and notes. The sets are
+made by `tools.split_capture` at random packet boundaries (inside Kafka messages
+and inside bursts of segments) from the shipped captures and from a capture of
+many concurrent connections built from real exchanges.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+
+import kdissect
+from benchmarks.make_capture import build
+from kdissect.ingest.capture import CaptureError
+from kdissect.pipeline import read_messages
+from tests.conftest import CAPTURES, ROOT
+from tools.split_capture import packet_count, random_cuts, split
+
+SHIPPED = sorted(CAPTURES.glob("*.pcap"))
+COMPRESSORS = {
+    "gz": gzip.compress,
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+    "zst": lambda data: zstandard.ZstdCompressor().compress(data),
+}
+
+
+def signature(source: Any) -> list[tuple[Any, ...]]:
+    """What must not change when a capture is split or compressed: everything but the file."""
+    rows = []
+    for m in read_messages(source, ports=(9092, 36333, 19092)):
+        connection = m.frame.connection
+        rows.append((m.number, m.frame.last_packet, m.frame.first_packet, m.time,
+                     connection.index, connection.client, connection.server, m.is_request,
+                     m.correlation_id, m.api_key, m.api_version, m.length, m.frame.data,
+                     None if m.pair is None else m.pair.number,
+                     tuple(str(n) for n in m.all_notes())))
+    return rows
+
+
+def write_parts(data: bytes, cuts: list[int], directory: Path, suffix: str = ".pcap") -> list[Path]:
+    paths = []
+    for index, part in enumerate(split(data, cuts)):
+        path = directory / f"part-{index:03d}{suffix}"
+        path.write_bytes(part)
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def many_connections(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """About 1 MB of real exchanges replayed over 64 interleaved connections."""
+    out = tmp_path_factory.mktemp("many") / "many.pcap"
+    build(out, 1.0, "mixed", sources=SHIPPED)
+    return out
+
+
+@pytest.mark.parametrize("capture", SHIPPED, ids=lambda p: p.name)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_split_shipped_capture_read_together_is_the_original(capture: Path, seed: int,
+                                                               tmp_path: Path) -> None:
+    data = capture.read_bytes()
+    cuts = random_cuts(packet_count(data), 5, seed)
+    parts = write_parts(data, cuts, tmp_path)
+    assert len(parts) == 5
+    assert signature(parts) == signature(capture)
+
+
+def test_a_capture_split_at_every_packet_is_still_the_original(tmp_path: Path) -> None:
+    capture = CAPTURES / "tansu_topic_partitions.pcap"
+    data = capture.read_bytes()
+    parts = write_parts(data, list(range(2, packet_count(data) + 1)), tmp_path)
+    assert len(parts) == packet_count(data)
+    assert signature(parts) == signature(capture)
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_many_interleaved_connections_split_anywhere(many_connections: Path, seed: int,
+                                                     tmp_path: Path) -> None:
+    data = many_connections.read_bytes()
+    parts = write_parts(data, random_cuts(packet_count(data), 8, seed), tmp_path)
+    original = signature(many_connections)
+    assert len({row[4] for row in original}) >= 32  # connections really do run across files
+    assert signature(parts) == original
+
+
+def test_every_message_names_the_file_of_its_last_packet(tmp_path: Path) -> None:
+    capture = CAPTURES / "quorum_story.pcap"
+    data = capture.read_bytes()
+    cuts = random_cuts(packet_count(data), 3, 5)
+    parts = write_parts(data, cuts, tmp_path)
+    bounds = [1, *cuts]  # first packet number of each part
+    for message in read_messages(parts):
+        part = max(i for i, start in enumerate(bounds) if start <= message.frame.last_packet)
+        assert message.file == str(parts[part])
+
+
+def test_a_pcapng_set_keeps_its_interfaces_in_every_part(public_captures: Path,
+                                                          tmp_path: Path) -> None:
+    capture = public_captures / "ndpi_kafka.pcapng"
+    data = capture.read_bytes()
+    parts = write_parts(data, random_cuts(packet_count(data), 4, 3), tmp_path, ".pcapng")
+    assert signature(parts) == signature(capture)
+
+
+def test_read_pcap_takes_a_list_or_a_glob(tmp_path: Path) -> None:
+    capture = CAPTURES / "producers_story.pcap"
+    data = capture.read_bytes()
+    parts = write_parts(data, random_cuts(packet_count(data), 4, 9), tmp_path)
+    whole = kdissect.read_pcap(capture).messages
+    for source in (parts, str(tmp_path / "part-*.pcap")):
+        merged = kdissect.read_pcap(source)
+        assert merged.files == [str(p) for p in parts]
+        table = merged.messages
+        assert sorted(table["file"].astype(str).unique()) == [str(p) for p in parts]
+        assert table.drop(columns="file").equals(whole.drop(columns="file"))
+
+
+def test_a_glob_matching_nothing_says_so(tmp_path: Path) -> None:
+    with pytest.raises(CaptureError, match="no file matches"):
+        kdissect.read_pcap(str(tmp_path / "nothing-*.pcap"))
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
+def test_compressed_captures_are_recognised_by_content(suffix: str, tmp_path: Path) -> None:
+    capture = CAPTURES / "tansu_topic_partitions.pcap"
+    packed = tmp_path / f"no-telling-name.{suffix}.bin"
+    packed.write_bytes(COMPRESSORS[suffix](capture.read_bytes()))
+    assert signature(packed) == signature(capture)
+    with packed.open("rb") as stream:  # a stream, as stdin is, reads the same
+        assert signature(stream) == signature(capture)
+
+
+def test_a_compressed_set_mixes_with_plain_files(tmp_path: Path) -> None:
+    capture = CAPTURES / "quorum_story.pcap"
+    data = capture.read_bytes()
+    parts = write_parts(data, random_cuts(packet_count(data), 3, 4), tmp_path)
+    parts[1].write_bytes(gzip.compress(parts[1].read_bytes()))
+    assert signature(parts) == signature(capture)
+
+
+def test_a_cut_compressed_capture_gives_one_note_and_what_it_holds(tmp_path: Path) -> None:
+    capture = CAPTURES / "quorum_story.pcap"
+    packed = gzip.compress(capture.read_bytes())
+    cut = tmp_path / "cut.pcap.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    problems: list[Any] = []
+    messages = list(read_messages(cut, report=problems.append))
+    assert 0 < len(messages) < len(list(read_messages(capture)))
+    assert any("gzip-compressed capture is cut short or corrupt" in str(n) for n in problems)
+
+
+def run_cli(*arguments: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "kdissect", *arguments], cwd=ROOT, input=stdin,
+                          capture_output=True, timeout=120, check=False)
+
+
+def test_the_command_reads_several_files_as_one_capture(tmp_path: Path) -> None:
+    capture = CAPTURES / "quorum_story.pcap"
+    data = capture.read_bytes()
+    parts = write_parts(data, random_cuts(packet_count(data), 3, 8), tmp_path)
+    whole = run_cli(str(capture))
+    merged = run_cli(*map(str, parts))
+    assert merged.returncode == whole.returncode == 0
+    assert merged.stdout == whole.stdout
+    shown = run_cli("--show-file", *map(str, parts)).stdout.decode().splitlines()
+    assert shown[-1].endswith(f" file={parts[-1]}")
+
+
+def test_the_command_reads_a_compressed_capture_from_stdin() -> None:
+    capture = CAPTURES / "quorum_story.pcap"
+    piped = run_cli("-", stdin=lzma.compress(capture.read_bytes()))
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == run_cli(str(capture)).stdout
+
+
+def test_separate_files_keep_their_own_numbering(tmp_path: Path) -> None:
+    first, second = CAPTURES / "quorum_story.pcap", CAPTURES / "producers_story.pcap"
+    result = run_cli("--separate", "--show-file", str(first), str(second))
+    lines = result.stdout.decode().splitlines()
+    own = [run_cli(str(path)).stdout.decode().splitlines() for path in (first, second)]
+    assert len(lines) == len(own[0]) + len(own[1])
+    assert lines[len(own[0])].split()[0] == "1"  # numbering starts again with the second file
+    assert lines[-1].endswith(f" file={second.relative_to(ROOT)}") or lines[-1].endswith(
+        f" file={second}")
+
+
+def test_an_unreadable_file_in_a_set_is_named_and_the_rest_still_read(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a capture\n")
+    capture = CAPTURES / "quorum_story.pcap"
+    result = run_cli(str(bad), str(capture))
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == (
+        f"kdissect: {bad}: not a pcap or pcapng file (magic 0x6e6f7420)")
+    assert result.stdout == run_cli(str(capture)).stdout
