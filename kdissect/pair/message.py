@@ -18,8 +18,10 @@ from typing import Any
 
 from kdissect import notes
 from kdissect.apis import api_name, request_header_version
-from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.dissect import dissect_request, dissect_response, message_body
+from kdissect.decode.schema import message_plan
 from kdissect.decode.tree import Node
+from kdissect.decode.values import Values, fast_body, tree_values
 from kdissect.ingest.framing import Direction, Frame
 from kdissect.notes import Note
 
@@ -100,6 +102,32 @@ class Message:
         from kdissect.present.html import message_html
 
         return message_html(self)
+
+    @property
+    def kind(self) -> str:
+        return "request" if self.is_request else "response"
+
+    def values(self, *, keep: bool = True) -> Values | None:
+        """The body's fields as flat values (dicts by field name, lists), no tree built.
+
+        None when the body is not decoded (no definition for this API and
+        version, or a response whose request is not in the capture). An
+        ordinary body comes from its generated decoder; anything else from the
+        interpreter's tree (kept, with its notes, unless `keep=False`), so a
+        malformed body gives the fields decoded before the problem.
+        """
+        key, version = self.api_key, self.api_version
+        if key is None or version is None or (not self.is_request and self._pair is None):
+            return None
+        if self._tree is None:
+            found = fast_body(self.frame.data, self.kind, key, version)
+            if found is not None:
+                return found
+        plan = message_plan(key, version, self.kind)
+        if plan is None:
+            return None
+        body = message_body(self.tree(keep=keep))
+        return None if body is None else tree_values(body, plan.body)
 
     def tree(self, *, keep: bool = True) -> Node:
         """The annotated tree of the whole message, decoded on first use.

@@ -12,20 +12,18 @@ import os
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import pandas as pd
 
 from kdissect.decode.tree import Node
-from kdissect.dissectors import Columns
+from kdissect.error_codes import error_name
 from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.records import json_value, message_record
-
-if TYPE_CHECKING:
-    from kdissect.dissectors import TableSpec
+from kdissect.present.tables import TABLES, Columns, TableSpec
 
 
 def read_pcap(
@@ -81,9 +79,7 @@ class Capture:
         return _fields_frame(self.message_list)
 
     def table(self, name: str) -> pd.DataFrame:
-        """One of the per-API tables by name (see `kdissect.dissectors.TABLES`)."""
-        from kdissect.decode.dissect import TABLES
-
+        """One of the per-API tables by name (see `kdissect.present.tables.TABLES`)."""
         return self._api_table(TABLES[name])
 
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
@@ -115,8 +111,6 @@ class Capture:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table by name, generic ones first."""
-        from kdissect.decode.dissect import TABLES
-
         found = {"messages": self.messages, "exchanges": self.exchanges, "fields": self.fields}
         found.update((name, self.table(name)) for name in TABLES)
         return found
@@ -236,18 +230,9 @@ _EXCHANGE_DTYPES = {
 
 def _top_level_error(response: Message | None) -> str | None:
     """The name of a decoded response body's top-level ErrorCode, when it has one."""
-    from kdissect.error_codes import error_name
-    from kdissect.present.summary import DISSECTED_APIS
-
-    if response is None or response.api_key not in DISSECTED_APIS:
-        return None
-    from kdissect.decode.dissect import message_body
-
-    body = message_body(response.tree(keep=False))
-    code = None if body is None else body.child("ErrorCode")
-    if code is None or not isinstance(code.value, int):
-        return None
-    return error_name(code.value)
+    body = None if response is None else response.values(keep=False)
+    code = None if body is None else body.get("ErrorCode")
+    return error_name(code) if type(code) is int else None
 
 
 FIELDS_CHUNK_ROWS = 200_000  # rows gathered as Python objects before becoming columns
@@ -307,14 +292,10 @@ def field_paths(root: Node) -> list[tuple[Node, int, str]]:
 
 
 def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
-    from kdissect.decode.dissect import message_body
-
     columns: Columns = {name: [] for name in spec.dtypes}
     for message in messages:
         if message.api_key == spec.api_key and message.is_request == spec.request:
-            if not message.is_request and message.pair is None:
-                continue  # a response is only decodable through its request
-            body = message_body(message.tree(keep=False))
+            body = message.values(keep=False)  # None for a response whose request is missing
             if body is not None:
                 spec.rows(message, body, columns)
     return _typed(columns, spec.dtypes)
