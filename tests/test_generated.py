@@ -11,6 +11,7 @@ and on those messages with bytes changed or cut.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,8 @@ from hypothesis import strategies as st
 
 from kdissect.decode.dissect import dissect_request, dissect_response, message_body
 from kdissect.decode.generated import Unusual, struct_decoder, uvarint
-from kdissect.decode.schema import load_definitions, message_plan
+from kdissect.decode.interpreter import decode_struct
+from kdissect.decode.schema import compile_message, load_definitions, message_plan, parse_definition
 from kdissect.decode.tree import Node
 from kdissect.decode.values import fast_body, tree_values
 from kdissect.pair.message import Message
@@ -171,3 +173,28 @@ def test_every_shipped_plan_compiles_to_a_generated_decoder() -> None:
     for api_key, version, kind in KIO_CASES:
         plan = message_plan(api_key, version, kind)
         assert plan is not None and struct_decoder(plan.body) is not None
+
+
+def _nested_definition(depth: int) -> str:
+    field: dict[str, Any] = {"name": "Leaf", "type": "int32", "versions": "0+"}
+    for level in range(depth, 0, -1):
+        field = {"name": f"Level{level}", "type": f"[]Level{level}", "versions": "0+", "fields": [field]}
+    definition = {"apiKey": 1000, "type": "response", "name": "DeepResponse", "validVersions": "0",
+                  "flexibleVersions": "0+", "fields": [field]}
+    return json.dumps(definition)
+
+
+def test_structs_nested_deeper_than_python_blocks_allow_still_decode_fast() -> None:
+    depth = 12
+    plan = compile_message(parse_definition(_nested_definition(depth), "deep.json"), 0)
+    wire = b"\x02" * depth + b"\x00\x00\x00\x07" + b"\x00" * (depth + 1)  # one element each, tags empty
+    decoder = struct_decoder(plan.body)
+    assert decoder is not None
+    values, end = decoder(wire, 0, len(wire))
+    node = Node(plan.name, "struct")
+    assert decode_struct(wire, node, len(wire), plan.body) and end == len(wire)
+    assert values == tree_values(node, plan.body)
+    leaf = values
+    for level in range(1, depth + 1):
+        leaf = leaf[f"Level{level}"][0]
+    assert leaf == {"Leaf": 7}

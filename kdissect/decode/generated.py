@@ -40,6 +40,8 @@ _BATCH_CODES = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32"
 _HANDLED = frozenset({Kind.INTEGER, Kind.FLOAT, Kind.BOOL, Kind.UUID, Kind.STRING, Kind.BYTES,
                       Kind.ARRAY, Kind.STRUCT})
 _UINT32_MAX = 0xFFFFFFFF
+# Python allows 20 statically nested blocks; deeper structs get a function of their own.
+_MAX_INLINE_INDENT = 12
 
 
 class Unusual(Exception):
@@ -81,52 +83,60 @@ def unusual(why: str) -> None:
     raise Unusual(why)
 
 
-class _Writer:
-    """Python source of one struct decoder, line by line; local names unique in the namespace."""
+class _ArrayCodecs(dict[int, struct.Struct]):
+    """Struct codecs for arrays of one fixed-size type, by element count, made on first use."""
 
-    def __init__(self, counter: list[int]) -> None:
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+
+    def __missing__(self, count: int) -> struct.Struct:
+        codec = struct.Struct(f">{count}{self.code}")
+        if len(self) < 256:
+            self[count] = codec
+        return codec
+
+
+class _Writer:
+    """Python source of one decoder, line by line; local names unique within it."""
+
+    def __init__(self) -> None:
         self.lines: list[str] = []
-        self.counter = counter
+        self.counter = 0
+        self.constants: dict[str, Any] = {
+            "uvarint": uvarint, "make_uuid": make_uuid, "unusual": unusual, "Unusual": Unusual,
+        }
 
     def emit(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
 
     def fresh(self, stem: str) -> str:
-        self.counter[0] += 1
-        return f"{stem}{self.counter[0]}"
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+    def codec(self, code: str) -> str:
+        """The name of a precompiled `struct.Struct` for `code`."""
+        name = self.fresh("codec")
+        self.constants[name] = struct.Struct(code)
+        return name
+
+    def compile(self, name: str) -> Callable[..., Any]:
+        namespace = dict(self.constants)
+        source = "\n".join(self.lines)
+        exec(compile(source, f"<kdissect generated {name}>", "exec"), namespace)
+        function: Callable[..., Any] = namespace[name]
+        function.__doc__ = source  # what was generated, for whoever debugs it
+        return function
 
 
 class _Generator:
-    """Compiles the structs of one plan (shared structs once) into one namespace."""
+    """Emits straight-line code for a struct plan, nested structs inlined."""
 
-    def __init__(self) -> None:
-        self.names: dict[int, str] = {}  # id(StructPlan) -> function name
-        self.plans: list[StructPlan] = []  # kept alive while ids are used
-        self.sources: list[str] = []
-        self.counter = [0]
-        self.constants: dict[str, Any] = {
-            "uvarint": uvarint, "make_uuid": make_uuid, "unusual": unusual, "Unusual": Unusual,
-            "unpack_from": struct.unpack_from,
-        }
+    def __init__(self, out: _Writer) -> None:
+        self.out = out
 
-    def function(self, plan: StructPlan) -> str:
-        name = self.names.get(id(plan))
-        if name is not None:
-            return name
-        name = self.names[id(plan)] = f"struct_{len(self.names)}_{plan.name}"
-        self.plans.append(plan)
-        out = _Writer(self.counter)
-        out.emit(0, f"def {name}(data, pos, limit):")
-        values = self.fields(out, plan)
-        if plan.flexible:  # an empty tagged-field block, or not the fast path
-            out.emit(1, "if data[pos]: unusual('tagged fields')")
-            out.emit(1, "pos += 1")
-        items = ", ".join(f"{field.name!r}: {value}" for field, value in values)
-        out.emit(1, f"return {{{items}}}, pos")
-        self.sources.append("\n".join(out.lines))
-        return name
-
-    def fields(self, out: _Writer, plan: StructPlan) -> list[tuple[FieldPlan, str]]:
+    def struct(self, plan: StructPlan, indent: int) -> str:
+        """Emit code reading `plan` at `pos`; returns the local holding its dict."""
         values: list[tuple[FieldPlan, str]] = []
         batch: list[FieldPlan] = []
         for field in plan.fields:
@@ -135,68 +145,65 @@ class _Generator:
             if _batchable(field):
                 batch.append(field)
                 continue
-            values.extend(self.batch(out, batch))
+            values.extend(self.batch(batch, indent))
             batch = []
-            values.append((field, self.field(out, field, 1)))
-        values.extend(self.batch(out, batch))
-        return values
+            values.append((field, self.field(field, indent)))
+        values.extend(self.batch(batch, indent))
+        if plan.flexible:  # an empty tagged-field block, or not the fast path
+            self.out.emit(indent, "if data[pos]: unusual('tagged fields')")
+            self.out.emit(indent, "pos += 1")
+        name = self.out.fresh("s")
+        items = ", ".join(f"{field.name!r}: {value}" for field, value in values)
+        self.out.emit(indent, f"{name} = {{{items}}}")
+        return name
 
-    def batch(self, out: _Writer, fields: list[FieldPlan]) -> list[tuple[FieldPlan, str]]:
+    def batch(self, fields: list[FieldPlan], indent: int) -> list[tuple[FieldPlan, str]]:
         if not fields:
             return []
-        codec = struct.Struct(">" + "".join(_BATCH_CODES[f.label] for f in fields))
-        codec_name = out.fresh("codec")
-        self.constants[codec_name] = codec
-        names = [out.fresh("v") for _ in fields]
+        code = ">" + "".join(_BATCH_CODES[f.label] for f in fields)
+        codec = self.out.codec(code)
+        names = [self.out.fresh("v") for _ in fields]
         target = ", ".join(names) + ("," if len(names) == 1 else "")
-        out.emit(1, f"{target} = {codec_name}.unpack_from(data, pos)")
-        out.emit(1, f"pos += {codec.size}")
+        self.out.emit(indent, f"{target} = {codec}.unpack_from(data, pos)")
+        self.out.emit(indent, f"pos += {struct.calcsize(code)}")
         for field, name in zip(fields, names, strict=True):
             if field.kind is Kind.UUID:
-                out.emit(1, f"{name} = make_uuid({name})")
+                self.out.emit(indent, f"{name} = make_uuid({name})")
         return list(zip(fields, names, strict=True))
 
-    def field(self, out: _Writer, field: FieldPlan, indent: int) -> str:
+    def field(self, field: FieldPlan, indent: int) -> str:
         """Emit code reading `field` at `pos`; returns the local holding its value."""
         match field.kind:
             case Kind.INTEGER | Kind.FLOAT | Kind.BOOL | Kind.UUID:
-                return self.batch_one(out, field, indent)
+                return self.batch([field], indent)[0][1]
             case Kind.STRING | Kind.BYTES:
-                return self.length_prefixed(out, field, indent)
+                return self.length_prefixed(field, indent)
             case Kind.ARRAY:
-                return self.array(out, field, indent)
+                return self.array(field, indent)
             case Kind.STRUCT:
-                return self.struct(out, field, indent)
+                return self.nested(field, indent)
         raise Unsupported(f"{field.name}: kind {field.kind!r}")
 
-    def batch_one(self, out: _Writer, field: FieldPlan, indent: int) -> str:
-        code = ">" + _BATCH_CODES[field.label]
-        name = out.fresh("v")
-        out.emit(indent, f"{name} = unpack_from({code!r}, data, pos)[0]")
-        out.emit(indent, f"pos += {struct.calcsize(code)}")
-        if field.kind is Kind.UUID:
-            out.emit(indent, f"{name} = make_uuid({name})")
-        return name
-
-    def length(self, out: _Writer, field: FieldPlan, indent: int, width: int) -> str:
+    def length(self, field: FieldPlan, indent: int, width: int) -> str:
         """Emit code reading a length (-1 for null) into a fresh local."""
-        name = out.fresh("n")
+        out, name = self.out, self.out.fresh("n")
         if field.compact:
             out.emit(indent, f"{name} = data[pos]")
             out.emit(indent, f"if {name} < 0x80: pos += 1")
             out.emit(indent, f"else: {name}, pos = uvarint(data, pos)")
             out.emit(indent, f"{name} -= 1")
         else:
-            code = ">h" if width == 2 else ">i"
-            out.emit(indent, f"{name} = unpack_from({code!r}, data, pos)[0]")
+            codec = out.codec(">h" if width == 2 else ">i")
+            out.emit(indent, f"{name}, = {codec}.unpack_from(data, pos)")
             out.emit(indent, f"pos += {width}")
         return name
 
-    def length_prefixed(self, out: _Writer, field: FieldPlan, indent: int) -> str:
-        length = self.length(out, field, indent, 2 if field.kind is Kind.STRING else 4)
+    def length_prefixed(self, field: FieldPlan, indent: int) -> str:
+        out = self.out
+        length = self.length(field, indent, 2 if field.kind is Kind.STRING else 4)
         name = out.fresh("v")
         out.emit(indent, f"if {length} < 0:")
-        self.null(out, field, name, length, indent + 1)
+        self.null(field, name, length, indent + 1)
         out.emit(indent, "else:")
         out.emit(indent + 1, f"end = pos + {length}")
         decode = ".decode()" if field.kind is Kind.STRING else ""
@@ -204,67 +211,67 @@ class _Generator:
         out.emit(indent + 1, "pos = end")
         return name
 
-    def null(self, out: _Writer, field: FieldPlan, name: str, length: str, indent: int) -> None:
+    def null(self, field: FieldPlan, name: str, length: str, indent: int) -> None:
         """A null: fine when nullable and exactly -1, otherwise the interpreter's case."""
         if field.nullable:
-            out.emit(indent, f"if {length} != -1: unusual('negative length')")
-            out.emit(indent, f"{name} = None")
+            self.out.emit(indent, f"if {length} != -1: unusual('negative length')")
         else:
-            out.emit(indent, "unusual('null where not nullable')")
-            out.emit(indent, f"{name} = None")
+            self.out.emit(indent, "unusual('null where not nullable')")
+        self.out.emit(indent, f"{name} = None")
 
-    def array(self, out: _Writer, field: FieldPlan, indent: int) -> str:
-        element = field.element
+    def array(self, field: FieldPlan, indent: int) -> str:
+        out, element = self.out, field.element
         assert element is not None
-        count = self.length(out, field, indent, 4)
+        count = self.length(field, indent, 4)
         name = out.fresh("v")
         out.emit(indent, f"if {count} < 0:")
-        self.null(out, field, name, count, indent + 1)
+        self.null(field, name, count, indent + 1)
         out.emit(indent, f"elif pos + {count} * {element.min_size} > limit: unusual('array past the end')")
+        out.emit(indent, "else:")
         if element.kind in (Kind.INTEGER, Kind.FLOAT):
-            code = _BATCH_CODES[element.label]
-            out.emit(indent, "else:")
-            out.emit(indent + 1, f"{name} = list(unpack_from('>%d{code}' % {count}, data, pos))")
+            codecs = out.fresh("codecs")
+            out.constants[codecs] = _ArrayCodecs(_BATCH_CODES[element.label])
+            out.emit(indent + 1, f"{name} = list(({codecs}.get({count}) or {codecs}[{count}]).unpack_from(data, pos))")
             out.emit(indent + 1, f"pos += {count} * {element.min_size}")
             return name
-        out.emit(indent, "else:")
         append = out.fresh("append")
         out.emit(indent + 1, f"{name} = []")
         out.emit(indent + 1, f"{append} = {name}.append")
         out.emit(indent + 1, f"for _ in range({count}):")
         if element.kind is Kind.STRUCT:
             assert element.struct is not None
-            function = self.function(element.struct)
-            item = out.fresh("e")
-            out.emit(indent + 2, f"{item}, pos = {function}(data, pos, limit)")
+            item = self.struct_or_call(element.struct, indent + 2)
         else:
-            item = self.field(out, element, indent + 2)
+            item = self.field(element, indent + 2)
         out.emit(indent + 2, f"{append}({item})")
         return name
 
-    def struct(self, out: _Writer, field: FieldPlan, indent: int) -> str:
+    def nested(self, field: FieldPlan, indent: int) -> str:
         assert field.struct is not None
-        function = self.function(field.struct)
-        name = out.fresh("v")
+        out = self.out
         if not field.nullable:
-            out.emit(indent, f"{name}, pos = {function}(data, pos, limit)")
-            return name
-        marker = out.fresh("m")
+            return self.struct_or_call(field.struct, indent)
+        name, marker = out.fresh("v"), out.fresh("m")
         out.emit(indent, f"{marker} = data[pos]")
         out.emit(indent, "pos += 1")
         out.emit(indent, f"if {marker} == 0xFF: {name} = None")
-        out.emit(indent, f"elif {marker} == 1: {name}, pos = {function}(data, pos, limit)")
-        out.emit(indent, "else: unusual('presence byte')")
+        out.emit(indent, f"elif {marker} != 1: unusual('presence byte')")
+        out.emit(indent, "else:")
+        inner = self.struct_or_call(field.struct, indent + 1)
+        out.emit(indent + 1, f"{name} = {inner}")
         return name
 
-    def compile(self, root: StructPlan) -> StructDecoder:
-        entry = self.function(root)
-        namespace = dict(self.constants)
-        source = "\n\n".join(self.sources)
-        exec(compile(source, f"<kdissect generated {root.name}>", "exec"), namespace)
-        decoder: StructDecoder = namespace[entry]
-        decoder.__doc__ = source  # what was generated, for whoever debugs it
-        return decoder
+    def struct_or_call(self, plan: StructPlan, indent: int) -> str:
+        """Inline a nested struct, or call its own decoder where Python's block nesting ends."""
+        if indent < _MAX_INLINE_INDENT:
+            return self.struct(plan, indent)
+        decoder = struct_decoder(plan)
+        if decoder is None:
+            raise Unsupported(plan.name)
+        function, name = self.out.fresh("decode"), self.out.fresh("s")
+        self.out.constants[function] = decoder
+        self.out.emit(indent, f"{name}, pos = {function}(data, pos, limit)")
+        return name
 
 
 def _batchable(field: FieldPlan) -> bool:
@@ -275,16 +282,58 @@ _DECODERS: dict[int, tuple[StructPlan, StructDecoder | None]] = {}
 
 
 def struct_decoder(plan: StructPlan) -> StructDecoder | None:
-    """The generated decoder of a struct plan, compiled on first use; None when unsupported."""
+    """The generated decoder of a struct plan, compiled on first use; None when unsupported.
+
+    It reads the struct at `pos` and returns (flat values, end); it raises
+    `Unusual`, `struct.error`, `IndexError` or `UnicodeDecodeError` on input
+    the interpreter must explain. The caller checks `end <= limit`.
+    """
     found = _DECODERS.get(id(plan))
     if found is not None and found[0] is plan:
         return found[1]
+    out = _Writer()
+    out.emit(0, f"def decode_{plan.name}(data, pos, limit):")
     try:
-        decoder: StructDecoder | None = _Generator().compile(plan)
+        values = _Generator(out).struct(plan, 1)
+        out.emit(1, f"return {values}, pos")
+        decoder: StructDecoder | None = out.compile(f"decode_{plan.name}")
     except Unsupported:
         decoder = None
     _DECODERS[id(plan)] = (plan, decoder)
     return decoder
+
+
+MessageDecoder = Callable[[bytes], dict[str, Any]]
+_MESSAGE_DECODERS: dict[tuple[int, int, str], MessageDecoder | None] = {}
+
+
+def message_decoder(header: StructPlan, body: MessagePlan) -> MessageDecoder | None:
+    """One function for a whole frame of this (API, version, direction): header, then body.
+
+    It takes a frame whose size prefix matches its length and returns the body's
+    flat values, raising (as `struct_decoder`'s do) unless header and body fill
+    the frame exactly.
+    """
+    key = (body.api_key or 0, body.version, body.kind)
+    if key in _MESSAGE_DECODERS:
+        return _MESSAGE_DECODERS[key]
+    out = _Writer()
+    out.emit(0, "def decode_message(data):")
+    out.emit(1, "pos, limit = 4, len(data)")
+    try:
+        generator = _Generator(out)
+        generator.struct(header, 1)
+        values = generator.struct(body.body, 1)
+        out.emit(1, "if pos != limit: unusual('bytes after the body')")
+        out.emit(1, f"return {values}")
+        decoder: MessageDecoder | None = out.compile("decode_message")
+    except Unsupported:
+        decoder = None
+    _MESSAGE_DECODERS[key] = decoder
+    return decoder
+
+
+FAST_PATH_REFUSALS = (Unusual, struct.error, IndexError, UnicodeDecodeError)
 
 
 def decode_values(plan: StructPlan, data: bytes, pos: int, limit: int) -> tuple[dict[str, Any], int] | None:
@@ -297,14 +346,10 @@ def decode_values(plan: StructPlan, data: bytes, pos: int, limit: int) -> tuple[
         return None
     try:
         values, end = decoder(data, pos, limit)
-    except (Unusual, struct.error, IndexError, UnicodeDecodeError):
+    except FAST_PATH_REFUSALS:
         return None
     return (values, end) if end <= limit else None
 
 
-def message_decoder(plan: MessagePlan) -> StructDecoder | None:
-    return struct_decoder(plan.body)
-
-
-__all__ = ["StructDecoder", "Unusual", "decode_values", "make_uuid", "message_decoder", "struct_decoder",
-           "uvarint"]
+__all__ = ["FAST_PATH_REFUSALS", "MessageDecoder", "StructDecoder", "Unusual", "decode_values", "make_uuid",
+           "message_decoder", "struct_decoder", "uvarint"]

@@ -14,7 +14,7 @@ import struct
 from typing import Any
 
 from kdissect.apis import request_header_version, response_header_version
-from kdissect.decode.generated import decode_values
+from kdissect.decode.generated import FAST_PATH_REFUSALS, MessageDecoder, message_decoder
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import Node
 
@@ -22,22 +22,32 @@ Values = dict[str, Any]
 _SIZE = struct.Struct(">i")
 
 
+_DECODERS: dict[tuple[int, int, str], MessageDecoder | None] = {}
+
+
 def fast_body(data: bytes, kind: str, api_key: int, version: int) -> Values | None:
     """The body's flat values when the frame is complete and ordinary; None otherwise."""
-    if len(data) < 8 or _SIZE.unpack_from(data)[0] != len(data) - 4:
+    key = (api_key, version, kind)
+    decoder = _DECODERS.get(key, _UNSET)
+    if decoder is _UNSET:
+        decoder = _DECODERS[key] = _message_decoder(kind, api_key, version)
+    if decoder is None or len(data) < 8 or _SIZE.unpack_from(data)[0] != len(data) - 4:
         return None
+    try:
+        return decoder(data)  # type: ignore[operator]
+    except FAST_PATH_REFUSALS:
+        return None
+
+
+_UNSET = object()
+
+
+def _message_decoder(kind: str, api_key: int, version: int) -> MessageDecoder | None:
     plan = message_plan(api_key, version, kind)
     if plan is None:
         return None
     header_version = (request_header_version if kind == "request" else response_header_version)(api_key, version)
-    end = len(data)
-    header = decode_values(header_plan(kind, header_version).body, data, 4, end)
-    if header is None:
-        return None
-    body = decode_values(plan.body, data, header[1], end)
-    if body is None or body[1] != end:
-        return None
-    return body[0]
+    return message_decoder(header_plan(kind, header_version).body, plan)
 
 
 def tree_values(node: Node, plan: StructPlan) -> Values:
