@@ -48,7 +48,7 @@ def dissect_response(data: bytes, api_key: int | None, api_version: int | None) 
 
 
 def _message(data: bytes, kind: str, api_key: int | None, version: int | None, header_version: int) -> Node:
-    root = Node(_message_name(api_key, kind), "message", None, "" if version is None else f"v{version}", 0, len(data))
+    root = Node(message_name(api_key, kind), "message", None, "" if version is None else f"v{version}", 0, len(data))
     size = _frame(data, root)
     if size is None:
         return root
@@ -74,7 +74,7 @@ def message_body(root: Node) -> Node | None:
     return None
 
 
-def _message_name(api_key: int | None, kind: str) -> str:
+def message_name(api_key: int | None, kind: str) -> str:
     suffix = kind.capitalize()
     return f"{APIS[api_key].name}{suffix}" if api_key in APIS else suffix
 
@@ -124,7 +124,7 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
     if api_key is None or version is None:
         return _raw_body(data, pos, limit, kind.capitalize(), "not decoded", warn(REQUEST_MISSING, pos))
     plan = message_plan(api_key, version, kind)
-    name = _message_name(api_key, kind)
+    name = message_name(api_key, kind)
     if plan is None:
         return _raw_body(data, pos, limit, name, *_why_raw(api_key, version, pos))
     body = Node(plan.name, "struct", None, "", pos, 0, f"message body, version {version}")

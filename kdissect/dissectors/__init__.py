@@ -39,6 +39,21 @@ def no_meaning(body: Node, version: int) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class GeneratedValue:
+    """A value computed from others, shown in brackets after the field `after` of its struct."""
+
+    after: str
+    name: str
+    type: str
+    value: int
+    about: str
+
+
+def no_generated_values(body: Values) -> dict[int, list[GeneratedValue]]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
 class Dissector:
     """The meaning one API adds to the decoded bodies of its requests and responses."""
 
@@ -47,6 +62,8 @@ class Dissector:
     response_displays: Mapping[str, Display] = field(default_factory=dict)
     # Generated nodes added to a response tree: (body struct node, version).
     response_generated: Callable[[Node, int], None] = no_meaning
+    # The same generated values from a body's flat values, by the id() of the struct's values.
+    response_generated_values: Callable[[Values], dict[int, list[GeneratedValue]]] = no_generated_values
     # A few words for the summary line from a response body's flat values.
     response_summary: Callable[[Values], str] | None = None
 
@@ -135,6 +152,7 @@ __all__ = [
     "NOT_REQUESTED",
     "Display",
     "Dissector",
+    "GeneratedValue",
     "Values",
     "annotate",
     "authorized_operations",

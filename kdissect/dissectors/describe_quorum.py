@@ -11,7 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.decode.tree import Node, elements, generated
-from kdissect.dissectors import Dissector, Values, error_code, items, known, sentinel, timestamp
+from kdissect.dissectors import (
+    Dissector,
+    GeneratedValue,
+    Values,
+    error_code,
+    items,
+    known,
+    sentinel,
+    timestamp,
+)
 
 API_KEY = 55
 LAG_ABOUT = "leader's log end offset minus this replica's"
@@ -76,6 +85,22 @@ def _value(node: Node, name: str) -> Any:
     return None if child is None else child.value
 
 
+def lag_values(body: Values) -> dict[int, list[GeneratedValue]]:
+    """Each replica's generated `lag`, by the id() of the replica's values."""
+    found: dict[int, list[GeneratedValue]] = {}
+    for topic in items(body, "Topics"):
+        for partition in items(topic, "Partitions"):
+            leader_end = leader_log_end(partition)
+            if leader_end is None:
+                continue
+            for group, _ in REPLICA_GROUPS:
+                for replica in items(partition, group):
+                    lag = replica_lag(leader_end, replica.get("LogEndOffset"))
+                    if lag is not None:
+                        found[id(replica)] = [GeneratedValue("LogEndOffset", "lag", "int64", lag, LAG_ABOUT)]
+    return found
+
+
 def summarize_response(body: Values) -> str:
     """`leader=1 epoch=7 hw=5037 voters=3 observers=1`, plus the laggiest voter if any lags."""
     parts = []
@@ -95,6 +120,6 @@ def summarize_response(body: Values) -> str:
     return "; ".join(parts)
 
 
-DISSECTOR = Dissector(API_KEY, RESPONSE_DISPLAYS, add_lags, summarize_response)
+DISSECTOR = Dissector(API_KEY, RESPONSE_DISPLAYS, add_lags, lag_values, summarize_response)
 
 __all__ = ["API_KEY", "DISSECTOR", "LAG_ABOUT", "REPLICA_GROUPS", "known", "leader_log_end", "replica_lag"]
