@@ -61,7 +61,7 @@ def main() -> None:
             paths.append(str(path))
         total_mb = sum(Path(p).stat().st_size for p in paths) / 1e6
         results = {workers: compute_on(workers, paths) for workers in (1, 2)}
-    (one, one_merge, rows), (two, two_merge, _) = results[1], results[2]
+    (one, _, rows), (two, _, _) = results[1], results[2]
     print(f"{args.files} captures, {total_mb:.1f} MB, {rows} table rows ({', '.join(TABLES)})")
     print("| workers | seconds | MB/s per worker | merge s |")
     print("|---:|---:|---:|---:|")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.filter import FilterError, Predicate, compile_filter
 from kdissect.present.progress import Progress
-from kdissect.present.records import MESSAGE_COLUMNS, message_record, tree_record
+from kdissect.present.records import MESSAGE_COLUMNS, message_record
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 MAX_CAPTURE_NOTES = 20  # capture-level problems shown per file before summarising
@@ -82,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("-t", "--time", choices=("r", "a"), default="r",
         help="time column: r seconds since the first message (default), a absolute UTC")
     add("--wide", action="store_true", help="do not shorten field descriptions in trees")
+    add("--about", action="store_true",
+        help="in JSON output, give each tree node the schema's description of its field (`about`)")
     add("--stats", action="store_true",
         help="print per-API (counts, errors, latency percentiles, bytes) and per-connection "
         "statistics instead of the message list")
@@ -276,9 +277,9 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
     if args.stats:
         return _StatsSink()
     if args.output == "json":
-        return _JsonSink(sys.stdout, array=True)
+        return _JsonSink(sys.stdout, array=True, about=args.about)
     if args.output == "jsonl":
-        return _JsonSink(sys.stdout, array=False)
+        return _JsonSink(sys.stdout, array=False, about=args.about)
     return _TextSink(sys.stdout, args)
 
 
@@ -294,10 +295,10 @@ class _TextSink(_Sink):
     def __init__(self, out: IO[str], args: argparse.Namespace) -> None:
         from kdissect.present.hexdump import hexdump
         from kdissect.present.summary import summary_line
-        from kdissect.present.text import render_tree
+        from kdissect.present.text import render_message
 
         self.out, self.args = out, args
-        self.summary_line, self.render_tree, self.hexdump = summary_line, render_tree, hexdump
+        self.summary_line, self.render_message, self.hexdump = summary_line, render_message, hexdump
         self.base_time: float | None = None
 
     def write(self, message: Message) -> None:
@@ -312,7 +313,7 @@ class _TextSink(_Sink):
             return
         lines = [line]
         if self.args.verbose:
-            lines.append(self.render_tree(message.tree(), wide=self.args.wide))
+            lines.append(self.render_message(message, wide=self.args.wide))
         if self.args.hex:
             lines.append(self.hexdump(message.frame.data))
         if self.args.verbose or self.args.hex:
@@ -321,13 +322,14 @@ class _TextSink(_Sink):
 
 
 class _JsonSink(_Sink):
-    def __init__(self, out: IO[str], *, array: bool) -> None:
-        self.out, self.array, self.first = out, array, True
+    def __init__(self, out: IO[str], *, array: bool, about: bool) -> None:
+        from kdissect.present.records import message_json
+
+        self.out, self.array, self.about, self.first = out, array, about, True
+        self.message_json = message_json
 
     def write(self, message: Message) -> None:
-        record = message_record(message)
-        record["tree"] = tree_record(message.tree())
-        text = json.dumps(record, ensure_ascii=True, allow_nan=False)
+        text = self.message_json(message, about=self.about)
         if self.array:
             text = ("[\n" if self.first else ",\n") + text
         else:

@@ -234,9 +234,9 @@ def replica(replica_id: int, log_end_offset: int, fetched: int = -1) -> Any:
                                last_caught_up_timestamp=-1)
 
 
-def quorum_tree(high_watermark: int = 100) -> Node:
+def quorum_tree(high_watermark: int = 100, leader_id: int = 1) -> Node:
     partition = quorum.PartitionData(
-        partition_index=0, error_code=ErrorCode.none, error_message=None, leader_id=-1, leader_epoch=4,
+        partition_index=0, error_code=ErrorCode.none, error_message=None, leader_id=leader_id, leader_epoch=4,
         high_watermark=high_watermark, current_voters=(replica(1, 100), replica(2, 95, 1732870000123)),
         observers=(replica(3, -1), replica(4, 40)))
     response = quorum.DescribeQuorumResponse(
@@ -249,13 +249,14 @@ def lags(tree: Node) -> dict[str, int]:
     return {path: node.value for node, _, path in tree.walk() if node.generated and node.name == "lag"}
 
 
-def test_quorum_lag_is_high_watermark_minus_log_end_offset_when_known() -> None:
-    tree = quorum_tree()
+def test_quorum_lag_is_the_leaders_log_end_offset_minus_the_replicas_when_known() -> None:
+    # As kafka-metadata-quorum describe --replication computes it; the high watermark plays no part.
+    tree = quorum_tree(high_watermark=90)
     prefix = "DescribeQuorumResponse.DescribeQuorumResponse.Topics[0].Partitions[0]."
     assert lags(tree) == {prefix + "CurrentVoters[0].lag": 0, prefix + "CurrentVoters[1].lag": 5,
                           prefix + "Observers[1].lag": 60}
     assert shown(tree, "Observers[0].LogEndOffset") == "-1 (unknown)"
-    assert shown(tree, "Partitions[0].LeaderId") == "-1 (unknown)"
+    assert shown(quorum_tree(leader_id=-1), "Partitions[0].LeaderId") == "-1 (unknown)"
     assert shown(tree, "CurrentVoters[1].LastFetchTimestamp") == "1732870000123 (2024-11-29 08:46:40.123 UTC)"
     assert shown(tree, "CurrentVoters[1].LastCaughtUpTimestamp") == "-1 (unknown)"
     assert tree.tiling_errors() == []
@@ -269,12 +270,14 @@ def test_lag_nodes_are_generated_beside_their_log_end_offset() -> None:
     assert (lag.name, lag.type, lag.size, lag.offset, lag.generated) == (
         "lag", "int64", 0, voter["LogEndOffset"].offset, True)
     text = render_tree(tree)
-    assert f"+-- [lag int64 = 5] [0x{lag.offset:04x}, 0B] high watermark minus log end offset (generated)" in text
+    assert f"+-- [lag int64 = 5] [0x{lag.offset:04x}, 0B] leader's log end offset minus this replica's (generated)" in text
     assert "lag" not in render_tree(tree, show_generated=False)
 
 
-def test_no_lag_without_a_high_watermark() -> None:
-    assert lags(quorum_tree(high_watermark=-1)) == {}
+def test_no_lag_without_a_known_leader_among_the_voters() -> None:
+    assert lags(quorum_tree(leader_id=-1)) == {}
+    assert lags(quorum_tree(leader_id=7)) == {}
+    assert len(lags(quorum_tree(high_watermark=-1))) == 3
 
 
 def test_unknown_api_key_in_a_request_header() -> None:

@@ -166,7 +166,7 @@ def _kio_bytes(entity: Any) -> bytes:
 def test_describe_quorum_lag_is_generated_for_every_voter_and_observer() -> None:
     lines = render_tree(dissect_response(DESCRIBE_QUORUM_RESPONSE, 55, 2)).splitlines()
     lags = [(i, line) for i, line in enumerate(lines) if "[lag" in line]
-    expected = "+-- [lag int64 = 0] [0x{:04x}, 0B] high watermark minus log end offset (generated)"
+    expected = "+-- [lag int64 = 0] [0x{:04x}, 0B] leader's log end offset minus this replica's (generated)"
     assert [line.split("|   ")[-1].strip() for _, line in lags] == [expected.format(0x3B), expected.format(0x69)]
     for index, _ in lags:
         assert "LogEndOffset int64 = 0" in lines[index - 1]

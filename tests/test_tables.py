@@ -203,12 +203,15 @@ REPLICA_COLUMNS = ["topic", "partition", "leader", "leader_epoch", "high_waterma
 
 
 def expected_replica_rows(document: dict[str, Any]) -> Iterator[tuple[tuple[int, int], dict]]:
-    """Voters then observers; lag is the high watermark minus the replica's log end offset.
+    """Voters then observers; lag is the leader's log end offset minus the replica's, as
+    kafka-metadata-quorum describe --replication reports it.
 
     v0 answers carry no timestamps and v0/v1 no directory ids: those cells are missing.
     """
     for exchange, topic, partition in quorum_partitions(document):
         leader, high_watermark = known(partition["LeaderId"]), known(partition["HighWatermark"])
+        leader_end = next((known(voter["LogEndOffset"]) for voter in partition["CurrentVoters"]
+                           if voter["ReplicaId"] == leader), None)
         where = {"topic": topic["TopicName"], "partition": partition["PartitionIndex"],
                  "leader": leader, "leader_epoch": partition["LeaderEpoch"],
                  "high_watermark": high_watermark}
@@ -220,14 +223,14 @@ def expected_replica_rows(document: dict[str, Any]) -> Iterator[tuple[tuple[int,
                     **where, "role": "leader" if is_leader else role,
                     "replica_id": replica["ReplicaId"],
                     "directory_id": replica.get("ReplicaDirectoryId"),
-                    "log_end_offset": log_end, "lag": difference(high_watermark, log_end),
+                    "log_end_offset": log_end, "lag": difference(leader_end, log_end),
                     "last_fetch": kafka_time(replica.get("LastFetchTimestamp")),
                     "last_caught_up": kafka_time(replica.get("LastCaughtUpTimestamp")),
                 }
 
 
-def difference(high_watermark: int | None, log_end: int | None) -> int | None:
-    return None if high_watermark is None or log_end is None else high_watermark - log_end
+def difference(leader_end: int | None, log_end: int | None) -> int | None:
+    return None if leader_end is None or log_end is None else leader_end - log_end
 
 
 def test_quorum_replicas_table_holds_every_voter_and_observer(
@@ -356,7 +359,7 @@ def test_unknown_topic_row_has_its_error_and_no_partition(captures: dict[str, Ca
 
 # -- dtypes --------------------------------------------------------------------------------
 
-CONTEXT = {"time": "utc", "message": "int64", "stream": "int64"}
+CONTEXT = {"time": "utc", "message": "int64", "stream": "int64", "file": "category"}
 DTYPES: dict[str, dict[str, str]] = {
     "messages": {
         "number": "int64", "frame": "int64", "time": "utc", "stream": "int64",
@@ -375,7 +378,7 @@ DTYPES: dict[str, dict[str, str]] = {
     "fields": {
         "number": "int64", "path": "string", "name": "category", "type": "category",
         "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
-        "size": "int64", "depth": "int64", "generated": "bool",
+        "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
     },
     "topic_partitions": {
         **CONTEXT, "topic": "category", "topic_id": "string", "is_internal": "boolean",

@@ -1,8 +1,8 @@
 """Whole frames to annotated trees: the frame, the header of every API, and the body.
 
-Bodies of DescribeTopicPartitions (75), DescribeProducers (61) and
-DescribeQuorum (55) are decoded field by field; every other API's body is one
-raw node. Nothing here raises on bad bytes: problems become notes on a
+The body of every API and version with a definition is decoded field by
+field, with the meaning its dissector adds (`kdissect.dissectors.registry`);
+any other body is one raw node. Nothing here raises on bad bytes: problems become notes on a
 partial tree whose children still tile the frame.
 """
 
@@ -14,13 +14,7 @@ from kdissect.apis import APIS, api_name, request_header_version, response_heade
 from kdissect.decode.interpreter import decode_struct, hex_display, trailing_node
 from kdissect.decode.schema import dissected_api_keys, header_plan, message_plan
 from kdissect.decode.tree import Node
-from kdissect.dissectors import (
-    Dissector,
-    TableSpec,
-    describe_producers,
-    describe_quorum,
-    describe_topic_partitions,
-)
+from kdissect.dissectors.registry import dissector
 from kdissect.notes import Note, error, note, warn
 
 FRAME_ABOUT = "length-delimited framing"
@@ -28,16 +22,6 @@ SIZE_ABOUT = "number of bytes that follow, patched after encoding"
 HEADER_ABOUT = {"request": "common request header", "response": "common response header"}
 HEADER_NAME = {"request": "RequestHeader", "response": "ResponseHeader"}
 
-DISSECTORS: dict[int, Dissector] = {
-    d.api_key: d for d in (describe_topic_partitions.DISSECTOR, describe_producers.DISSECTOR,
-                           describe_quorum.DISSECTOR)
-}
-# The tidy tables the dissected APIs contribute, by name, for the DataFrame layer.
-TABLES: dict[str, TableSpec] = {
-    spec.name: spec
-    for module in (describe_topic_partitions, describe_producers, describe_quorum)
-    for spec in module.TABLES
-}
 REQUEST_MISSING = "request missing: body not decoded"
 _SIZE = struct.Struct(">i")
 _KEY_AND_VERSION = struct.Struct(">hh")
@@ -64,7 +48,7 @@ def dissect_response(data: bytes, api_key: int | None, api_version: int | None) 
 
 
 def _message(data: bytes, kind: str, api_key: int | None, version: int | None, header_version: int) -> Node:
-    root = Node(_message_name(api_key, kind), "message", None, "" if version is None else f"v{version}", 0, len(data))
+    root = Node(message_name(api_key, kind), "message", None, "" if version is None else f"v{version}", 0, len(data))
     size = _frame(data, root)
     if size is None:
         return root
@@ -90,7 +74,7 @@ def message_body(root: Node) -> Node | None:
     return None
 
 
-def _message_name(api_key: int | None, kind: str) -> str:
+def message_name(api_key: int | None, kind: str) -> str:
     suffix = kind.capitalize()
     return f"{APIS[api_key].name}{suffix}" if api_key in APIS else suffix
 
@@ -140,14 +124,14 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
     if api_key is None or version is None:
         return _raw_body(data, pos, limit, kind.capitalize(), "not decoded", warn(REQUEST_MISSING, pos))
     plan = message_plan(api_key, version, kind)
-    name = _message_name(api_key, kind)
+    name = message_name(api_key, kind)
     if plan is None:
         return _raw_body(data, pos, limit, name, *_why_raw(api_key, version, pos))
     body = Node(plan.name, "struct", None, "", pos, 0, f"message body, version {version}")
     decode_struct(data, body, limit, plan.body, declared=end)
-    dissector = DISSECTORS.get(api_key)
-    if dissector is not None:
-        (dissector.request if kind == "request" else dissector.response)(body, version)
+    meaning = dissector(api_key)
+    if meaning is not None:
+        meaning.annotate(body, kind, version)
     return body
 
 

@@ -274,10 +274,10 @@ def _array_length(src: Source, pos: int, f: FieldPlan, name: str) -> tuple[Node,
             raise Malformed(f"{name}: negative array length {wire}", pos)
         count, display = (None if wire == -1 else wire), str(wire)
     label = "uvarint" if f.compact else "int32"
-    return Node("length", label, wire, display, pos, end - pos, _elements_follow(count)), count
+    return Node("length", label, wire, display, pos, end - pos, elements_follow(count)), count
 
 
-def _elements_follow(count: int | None) -> str:
+def elements_follow(count: int | None) -> str:
     if count is None:
         return "null array"
     if count <= 1:
@@ -439,6 +439,7 @@ __all__ = [
     "Source",
     "count_display",
     "decode_struct",
+    "elements_follow",
     "failure_note",
     "hex_display",
     "read_uvarint",

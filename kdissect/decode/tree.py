@@ -96,6 +96,18 @@ class Node:
         return problems
 
 
+def generated(name: str, kind: str, value: int, offset: int, about: str) -> Node:
+    """A value computed from others, not read: size 0, shown in brackets, skipped by tiling."""
+    return Node(name, kind, value, str(value), offset, 0, about, generated=True)
+
+
+def elements(array: Node | None) -> list[Node]:
+    """The element nodes of an array node (its children after `length`)."""
+    if array is None or not array.type.startswith("[]"):
+        return []
+    return [c for c in array.children if c.name != "length" and not c.generated and c.type != "bytes"]
+
+
 def _join(parent_path: str, parent: Node, child: Node) -> str:
     # Array elements are named `TopicRequest[0]`; in a path the element index
     # attaches to the array field instead: `Topics[0]`.

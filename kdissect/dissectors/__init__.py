@@ -1,27 +1,27 @@
-"""Per-API meaning on top of the generic tree: names for numbers, and derived values.
+"""Per-API meaning on top of the generic decoding: names for numbers, and derived values.
 
-The interpreter already decoded every field; a dissector only rewrites the
-display of some of them (error codes, the authorized-operations bitfield,
-timestamps, -1 sentinels) and adds generated nodes (values computed from the
-wire, not read from it). Each API module exports one `Dissector`.
+The decoders already read every field; a dissector only says how some values
+read (error codes, the authorized-operations bitfield, timestamps, -1
+sentinels), which values are derived from others (generated nodes such as a
+quorum replica's lag), and what a response says in a few words. Rules work on
+plain values, so the tree, the text and JSON writers and the summary line all
+apply the same meaning. Each API module exports one `Dissector`; `registry`
+names them all.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from kdissect.decode.tree import Node
 from kdissect.error_codes import error_name
 
-if TYPE_CHECKING:
-    from kdissect.pair.message import Message
-
-Columns = dict[str, list[Any]]
-
-Annotator = Callable[[Node], None]
+Values = dict[str, Any]
+# How an integer value reads, or None when its plain number says it all.
+Display = Callable[[int], str | None]
 NOT_REQUESTED = -(2**31)  # authorized operations were not asked for
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _LAST_MILLISECOND = 253402300799999  # 9999-12-31 23:59:59.999 UTC
@@ -34,45 +34,44 @@ ACL_OPERATIONS: dict[int, str] = {
 }
 
 
+def no_meaning(body: Node, version: int) -> None:
+    """For bodies whose fields need no more than the generic decoding."""
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedValue:
+    """A value computed from others, shown in brackets after the field `after` of its struct."""
+
+    after: str
+    name: str
+    type: str
+    value: int
+    about: str
+
+
+def no_generated_values(body: Values) -> dict[int, list[GeneratedValue]]:
+    return {}
+
+
 @dataclass(frozen=True, slots=True)
 class Dissector:
     """The meaning one API adds to the decoded bodies of its requests and responses."""
 
     api_key: int
-    request: Callable[[Node, int], None]  # (body struct node, version)
-    response: Callable[[Node, int], None]
-    # A few words for the summary line from a decoded response body.
-    response_summary: Callable[[Node], str] | None = None
+    # How integer fields of a response read, by field name (anywhere in the body).
+    response_displays: Mapping[str, Display] = field(default_factory=dict)
+    # Generated nodes added to a response tree: (body struct node, version).
+    response_generated: Callable[[Node, int], None] = no_meaning
+    # The same generated values from a body's flat values, by the id() of the struct's values.
+    response_generated_values: Callable[[Values], dict[int, list[GeneratedValue]]] = no_generated_values
+    # A few words for the summary line from a response body's flat values.
+    response_summary: Callable[[Values], str] | None = None
 
-
-@dataclass(frozen=True, slots=True)
-class TableSpec:
-    """A tidy table an API contributes: which messages feed it and how rows are made.
-
-    `rows(message, body, columns)` appends one value per column for each row;
-    the DataFrame layer turns the columns into typed pandas columns
-    (`dtypes`: a pandas dtype, or "utc" for epoch seconds, "utc_ms" for Kafka
-    millisecond timestamps, "object" for lists).
-    """
-
-    name: str
-    api_key: int
-    request: bool  # rows come from requests (True) or from paired responses
-    dtypes: Mapping[str, str]
-    rows: Callable[[Message, Node, Columns], None]
-
-
-def field_values(struct: Node) -> dict[str, Any]:
-    """A struct's wire fields by name: their values, arrays as lists of element values."""
-    values: dict[str, Any] = {}
-    for child in struct.children:
-        if child.generated or child.name in ("tagged_fields", "presence"):
-            continue
-        if child.type.startswith("[]") and child.value is not None:
-            values[child.name] = [e.value for e in elements(child)]
-        else:
-            values[child.name] = child.value
-    return values
+    def annotate(self, body: Node, kind: str, version: int) -> None:
+        """Apply this API's meaning to a decoded body tree."""
+        if kind == "response":
+            annotate(body, self.response_displays)
+            self.response_generated(body, version)
 
 
 def known(value: Any) -> Any:
@@ -80,57 +79,46 @@ def known(value: Any) -> Any:
     return None if value == -1 else value
 
 
-def add_row(columns: Columns, **row: Any) -> None:
-    for name, value in row.items():
-        columns[name].append(value)
-
-
-def message_context(message: Message) -> dict[str, Any]:
-    """The columns every per-API table starts with: when, which message, which connection."""
-    return {"time": message.time, "message": message.number,
-            "stream": message.frame.connection.index, "file": message.file}
-
-
-CONTEXT_DTYPES = {"time": "utc", "message": "int64", "stream": "int64", "file": "category"}
-
-
-def no_meaning(body: Node, version: int) -> None:
-    """For bodies whose fields need no more than the generic decoding."""
-
-
-def annotate(body: Node, rules: Mapping[str, Annotator]) -> None:
+def annotate(body: Node, rules: Mapping[str, Display]) -> None:
     """Apply the rule named like each integer field of `body` (lengths and counts excluded)."""
+    if not rules:
+        return
     for node in body.nodes():
         rule = rules.get(node.name)
         if rule is not None and _is_integer(node) and node.type != "uvarint":
-            rule(node)
+            shown = rule(node.value)
+            if shown is not None:
+                node.display = shown
 
 
 def _is_integer(node: Node) -> bool:
     return isinstance(node.value, int) and not isinstance(node.value, bool) and not node.generated
 
 
-def error_code(node: Node) -> None:
+def error_code(value: int) -> str | None:
     """`3 (UNKNOWN_TOPIC_OR_PARTITION)`; zero stays `0`."""
-    if node.value:
-        node.display = f"{node.value} ({error_name(node.value)})"
+    return f"{value} ({error_name(value)})" if value else None
 
 
-def sentinel(meaning: str) -> Annotator:
+def sentinel(meaning: str) -> Display:
     """Label -1 with what it means for this field: `-1 (unknown)`."""
-    def label(node: Node) -> None:
-        if node.value == -1:
-            node.display = f"-1 ({meaning})"
+    labelled = f"-1 ({meaning})"
+
+    def label(value: int) -> str | None:
+        return labelled if value == -1 else None
     return label
 
 
-def timestamp(minus_one: str) -> Annotator:
+def timestamp(minus_one: str) -> Display:
     """Milliseconds since the epoch as a UTC datetime; -1 labelled with `minus_one`."""
-    def label(node: Node) -> None:
-        if node.value == -1:
-            node.display = f"-1 ({minus_one})"
-        elif 0 < node.value <= _LAST_MILLISECOND:
-            node.display = f"{node.value} ({format_timestamp(node.value)})"
+    labelled = f"-1 ({minus_one})"
+
+    def label(value: int) -> str | None:
+        if value == -1:
+            return labelled
+        if 0 < value <= _LAST_MILLISECOND:
+            return f"{value} ({format_timestamp(value)})"
+        return None
     return label
 
 
@@ -139,13 +127,13 @@ def format_timestamp(milliseconds: int) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S}.{milliseconds % 1000:03d} UTC"
 
 
-def authorized_operations(node: Node) -> None:
+def authorized_operations(value: int) -> str | None:
     """The bitfield as operation names; -2147483648 means they were not requested."""
-    value = node.value
     if value == NOT_REQUESTED:
-        node.display = f"{value} (not requested)"
-    elif value:
-        node.display = f"{value} ({', '.join(operation_names(value))})"
+        return f"{value} (not requested)"
+    if value:
+        return f"{value} ({', '.join(operation_names(value))})"
+    return None
 
 
 def operation_names(bits: int) -> list[str]:
@@ -153,36 +141,25 @@ def operation_names(bits: int) -> list[str]:
     return [ACL_OPERATIONS.get(bit, f"bit {bit}") for bit in range(32) if bits >> bit & 1]
 
 
-def generated(name: str, kind: str, value: int, offset: int, about: str) -> Node:
-    """A value computed by a dissector: size 0, shown in brackets, skipped by tiling."""
-    return Node(name, kind, value, str(value), offset, 0, about, generated=True)
-
-
-def elements(array: Node | None) -> list[Node]:
-    """The element nodes of an array node (its children after `length`)."""
-    if array is None or not array.type.startswith("[]"):
-        return []
-    return [c for c in array.children if c.name != "length" and not c.generated and c.type != "bytes"]
+def items(values: Values | None, name: str) -> list[Any]:
+    """The elements of an array field of flat values; none when absent or null."""
+    found = None if values is None else values.get(name)
+    return found if isinstance(found, list) else []
 
 
 __all__ = [
     "ACL_OPERATIONS",
-    "CONTEXT_DTYPES",
     "NOT_REQUESTED",
-    "Annotator",
-    "Columns",
+    "Display",
     "Dissector",
-    "TableSpec",
-    "add_row",
+    "GeneratedValue",
+    "Values",
     "annotate",
     "authorized_operations",
-    "elements",
     "error_code",
-    "field_values",
     "format_timestamp",
-    "generated",
+    "items",
     "known",
-    "message_context",
     "no_meaning",
     "operation_names",
     "sentinel",

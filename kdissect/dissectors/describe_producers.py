@@ -2,33 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from kdissect.decode.tree import Node
-from kdissect.dissectors import (
-    CONTEXT_DTYPES,
-    Columns,
-    Dissector,
-    TableSpec,
-    add_row,
-    annotate,
-    elements,
-    error_code,
-    field_values,
-    known,
-    message_context,
-    no_meaning,
-    sentinel,
-    timestamp,
-)
-from kdissect.error_codes import error_name
-
-if TYPE_CHECKING:
-    from kdissect.pair.message import Message
+from kdissect.dissectors import Dissector, Values, error_code, items, sentinel, timestamp
 
 API_KEY = 61
 
-_RESPONSE_RULES = {
+RESPONSE_DISPLAYS = {
     "ErrorCode": error_code,
     "ProducerEpoch": sentinel("none"),
     "LastSequence": sentinel("none"),  # nothing written yet
@@ -38,70 +16,16 @@ _RESPONSE_RULES = {
 }
 
 
-def annotate_response(body: Node, version: int) -> None:
-    annotate(body, _RESPONSE_RULES)
-
-
-def summarize_response(body: Node) -> str:
+def summarize_response(body: Values) -> str:
     """`producers=6 open_txns=1` over every partition of the response."""
     producers = open_transactions = 0
-    for topic in elements(body.child("Topics")):
-        for partition in elements(topic.child("Partitions")):
-            for producer in elements(partition.child("ActiveProducers")):
+    for topic in items(body, "Topics"):
+        for partition in items(topic, "Partitions"):
+            for producer in items(partition, "ActiveProducers"):
                 producers += 1
-                start = producer.child("CurrentTxnStartOffset")
-                open_transactions += start is not None and start.value >= 0
+                start = producer.get("CurrentTxnStartOffset")
+                open_transactions += start is not None and start >= 0
     return f"producers={producers}" + (f" open_txns={open_transactions}" if open_transactions else "")
 
 
-DISSECTOR = Dissector(API_KEY, request=no_meaning, response=annotate_response,
-                      response_summary=summarize_response)
-
-
-# -- tidy table: one row per active producer per partition per response ---------
-
-PRODUCERS_DTYPES = {
-    **CONTEXT_DTYPES,
-    "topic": "category", "partition": "Int64", "partition_error": "category",
-    "error_message": "string", "producer_id": "Int64", "producer_epoch": "Int64",
-    "last_sequence": "Int64", "last_timestamp": "utc_ms", "coordinator_epoch": "Int64",
-    "current_txn_start_offset": "Int64",
-}  # fmt: skip
-
-
-def producer_rows(message: Message, body: Node, columns: Columns) -> None:
-    """-1 sentinels become missing values: no sequence yet, no coordinator, no open transaction.
-
-    A partition answering with an error (and so without producers) gets one
-    row carrying the error, so failures stay visible next to the data.
-    """
-    context = message_context(message)
-    for topic_node in elements(body.child("Topics")):
-        topic = topic_node.child("Name")
-        for partition_node in elements(topic_node.child("Partitions")):
-            partition = field_values(partition_node)
-            where = {
-                "topic": None if topic is None else topic.value,
-                "partition": partition.get("PartitionIndex"),
-                "partition_error": error_name(partition.get("ErrorCode") or 0),
-                "error_message": partition.get("ErrorMessage"),
-            }
-            producers = elements(partition_node.child("ActiveProducers"))
-            for producer_node in producers:
-                add_row(columns, **context, **where, **_producer_columns(field_values(producer_node)))
-            if not producers and partition.get("ErrorCode"):
-                add_row(columns, **context, **where, **_producer_columns({}))
-
-
-def _producer_columns(producer: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "producer_id": producer.get("ProducerId"),
-        "producer_epoch": producer.get("ProducerEpoch"),
-        "last_sequence": known(producer.get("LastSequence")),
-        "last_timestamp": known(producer.get("LastTimestamp")),
-        "coordinator_epoch": known(producer.get("CoordinatorEpoch")),
-        "current_txn_start_offset": known(producer.get("CurrentTxnStartOffset")),
-    }
-
-
-TABLES = (TableSpec("producers", API_KEY, False, PRODUCERS_DTYPES, producer_rows),)
+DISSECTOR = Dissector(API_KEY, RESPONSE_DISPLAYS, response_summary=summarize_response)

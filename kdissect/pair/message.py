@@ -18,8 +18,11 @@ from typing import Any
 
 from kdissect import notes
 from kdissect.apis import api_name, request_header_version
-from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.dissect import dissect_request, dissect_response, message_body
+from kdissect.decode.rows import Row, message_rows
+from kdissect.decode.schema import message_plan
 from kdissect.decode.tree import Node
+from kdissect.decode.values import Values, fast_body, tree_values
 from kdissect.ingest.framing import Direction, Frame
 from kdissect.notes import Note
 
@@ -45,6 +48,7 @@ class Message:
     # response, so pairs form no reference cycle and streaming frees them at once.
     _pair: Any = None
     _tree: Node | None = None
+    _values: Values | None = None  # from the fast path only, kept with keep=True
 
     @property
     def pair(self) -> Message | None:
@@ -101,6 +105,53 @@ class Message:
         from kdissect.present.html import message_html
 
         return message_html(self)
+
+    @property
+    def kind(self) -> str:
+        return "request" if self.is_request else "response"
+
+    def values(self, *, keep: bool = True) -> Values | None:
+        """The body's fields as flat values (dicts by field name, lists), no tree built.
+
+        None when the body is not decoded (no definition for this API and
+        version, or a response whose request is not in the capture). An
+        ordinary body comes from its generated decoder; anything else from the
+        interpreter's tree (kept, with its notes, unless `keep=False`), so a
+        malformed body gives the fields decoded before the problem.
+        """
+        found = self._fast_values(keep)
+        if found is not None:
+            return found
+        key, version = self.api_key, self.api_version
+        plan = None if key is None or version is None else message_plan(key, version, self.kind)
+        if plan is None or (not self.is_request and self._pair is None):
+            return None
+        body = message_body(self.tree(keep=keep))
+        return None if body is None else tree_values(body, plan.body)
+
+    def _fast_values(self, keep: bool) -> Values | None:
+        """The body's values from its generated decoder; None when it is not decoded that way."""
+        if self._values is not None:
+            return self._values
+        key, version = self.api_key, self.api_version
+        if key is None or version is None or self._tree is not None:
+            return None
+        if not self.is_request and self._pair is None:
+            return None
+        found = fast_body(self.frame.data, self.kind, key, version)
+        if keep:
+            self._values = found
+        return found
+
+    def rows(self) -> Row | None:
+        """The message's tree laid out as rows from flat values (what `-V` and JSON write).
+
+        None when the body did not take the fast path: then `tree()` is the answer.
+        """
+        values = self._fast_values(True)
+        if values is None or self.api_key is None or self.api_version is None:
+            return None
+        return message_rows(self.frame.data, self.kind, self.api_key, self.api_version, values)
 
     def tree(self, *, keep: bool = True) -> Node:
         """The annotated tree of the whole message, decoded on first use.

@@ -13,12 +13,12 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import pandas as pd
 
 from kdissect.decode.tree import Node
-from kdissect.dissectors import Columns
+from kdissect.error_codes import error_name
 from kdissect.ingest.capture import CaptureError
 from kdissect.ingest.files import source_name
 from kdissect.ingest.framing import DEFAULT_PORTS
@@ -26,9 +26,7 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.records import json_value, message_record
-
-if TYPE_CHECKING:
-    from kdissect.dissectors import TableSpec
+from kdissect.present.tables import TABLES, Columns, TableSpec
 
 
 def read_pcap(
@@ -105,9 +103,8 @@ class Capture:
         return _fields_frame(self.message_list)
 
     def table(self, name: str) -> pd.DataFrame:
-        """Any table by name: `messages`, `exchanges`, `fields` or a per-API one."""
-        from kdissect.decode.dissect import TABLES
-
+        """Any table by name: `messages`, `exchanges`, `fields`, or a per-API one
+        (see `kdissect.present.tables.TABLES`)."""
         if name in GENERIC_TABLES:
             frame: pd.DataFrame = getattr(self, name)
             return frame
@@ -118,8 +115,6 @@ class Capture:
     @staticmethod
     def table_names() -> list[str]:
         """The name of every table, generic ones first."""
-        from kdissect.decode.dissect import TABLES
-
         return [*GENERIC_TABLES, *TABLES]
 
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
@@ -274,18 +269,9 @@ _EXCHANGE_DTYPES = {
 
 def _top_level_error(response: Message | None) -> str | None:
     """The name of a decoded response body's top-level ErrorCode, when it has one."""
-    from kdissect.error_codes import error_name
-    from kdissect.present.summary import DISSECTED_APIS
-
-    if response is None or response.api_key not in DISSECTED_APIS:
-        return None
-    from kdissect.decode.dissect import message_body
-
-    body = message_body(response.tree(keep=False))
-    code = None if body is None else body.child("ErrorCode")
-    if code is None or not isinstance(code.value, int):
-        return None
-    return error_name(code.value)
+    body = None if response is None else response.values(keep=False)
+    code = None if body is None else body.get("ErrorCode")
+    return error_name(code) if type(code) is int else None
 
 
 FIELDS_CHUNK_ROWS = 200_000  # rows gathered as Python objects before becoming columns
@@ -302,7 +288,7 @@ def _fields_frame(messages: list[Message]) -> pd.DataFrame:
             columns = {name: [] for name in _FIELD_DTYPES}
     chunks.append(_typed(columns, _FIELD_DTYPES))
     frame = pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else chunks[0]
-    for name in ("name", "type"):  # text categories, as every categorical column has
+    for name in ("name", "type", "file"):  # text categories, as every categorical column has
         frame[name] = pd.Categorical(frame[name].astype("str"))
     return frame
 
@@ -323,7 +309,7 @@ def _add_field_rows(columns: Columns, message: Message) -> None:
 _FIELD_DTYPES = {
     "number": "int64", "path": "string", "name": "string", "type": "string",
     "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
-    "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
+    "size": "int64", "depth": "int64", "generated": "bool", "file": "string",
 }  # fmt: skip
 
 
@@ -345,14 +331,10 @@ def field_paths(root: Node) -> list[tuple[Node, int, str]]:
 
 
 def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
-    from kdissect.decode.dissect import message_body
-
     columns: Columns = {name: [] for name in spec.dtypes}
     for message in messages:
         if message.api_key == spec.api_key and message.is_request == spec.request:
-            if not message.is_request and message.pair is None:
-                continue  # a response is only decodable through its request
-            body = message_body(message.tree(keep=False))
+            body = message.values(keep=False)  # None for a response whose request is missing
             if body is not None:
                 spec.rows(message, body, columns)
     return _typed(columns, spec.dtypes)

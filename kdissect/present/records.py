@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from typing import Any
 
+import orjson
+
+from kdissect.decode.rows import Row
 from kdissect.decode.tree import Node
 from kdissect.ingest.net import format_address
 from kdissect.notes import Note
@@ -49,7 +53,8 @@ def note_record(note: Note) -> dict[str, Any]:
     return {"severity": str(note.severity), "message": note.message, "offset": note.offset}
 
 
-def tree_record(node: Node) -> dict[str, Any]:
+def tree_record(node: Node, *, about: bool = True) -> dict[str, Any]:
+    """A tree node as JSON-ready dicts; the schema's `about` texts only when asked for."""
     record: dict[str, Any] = {
         "name": node.name,
         "type": node.type,
@@ -57,14 +62,50 @@ def tree_record(node: Node) -> dict[str, Any]:
         "display": node.display,
         "offset": node.offset,
         "size": node.size,
-        "about": node.about,
-        "children": [tree_record(child) for child in node.children],
     }
+    if about:
+        record["about"] = node.about
+    record["children"] = [tree_record(child, about=about) for child in node.children]
     if node.generated:
         record["generated"] = True
     if node.notes:
         record["notes"] = [note_record(n) for n in node.notes]
     return record
+
+
+def rows_record(row: Row, *, about: bool = True) -> dict[str, Any]:
+    """The same record as `tree_record`, from a tree laid out as rows (which carry no notes)."""
+    name, kind, value, display, offset, size, text, children, generated = row
+    if value is not None and type(value) is not int and type(value) is not str:
+        value = json_value(value)
+    record: dict[str, Any] = {"name": name, "type": kind, "value": value, "display": display,
+                              "offset": offset, "size": size}
+    if about:
+        record["about"] = text
+    record["children"] = [rows_record(child, about=about) for child in children] if children else []
+    if generated:
+        record["generated"] = True
+    return record
+
+
+def message_json(message: Message, *, about: bool = False) -> str:
+    """One message with its whole tree as one line of JSON (ASCII: wire text is escaped)."""
+    record = message_record(message)
+    rows = message.rows()
+    record["tree"] = tree_record(message.tree(), about=about) if rows is None else rows_record(rows, about=about)
+    text: str = orjson.dumps(record).decode()
+    return text if text.isascii() else _NON_ASCII.sub(_escape, text)
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
 
 
 def json_value(value: Any) -> Any:

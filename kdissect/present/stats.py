@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from kdissect.decode.tree import printable
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
-from kdissect.present.summary import DISSECTED_APIS, error_counts
+from kdissect.present.summary import error_counts
 
 
 @dataclass(slots=True)
@@ -55,8 +55,9 @@ class Statistics:
         connection.responses += 1
         if message.latency is not None:
             api.latencies_ms.append(message.latency * 1000.0)
-        if message.api_key in DISSECTED_APIS:
-            api.errors.update(error_counts(message.tree()))
+        body = message.values(keep=False)
+        if body is not None:
+            api.errors.update(error_counts(body))
 
     def _connection(self, message: Message) -> ConnectionStats:
         connection = message.frame.connection

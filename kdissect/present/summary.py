@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kdissect.decode.tree import Node, printable
+from kdissect.decode.tree import printable
+from kdissect.decode.values import Values
+from kdissect.dissectors.registry import dissector
 from kdissect.error_codes import error_name
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
 
-DISSECTED_APIS = frozenset({55, 61, 75})
-_TOPIC_FIELDS = frozenset({"Name", "TopicName"})
+_TOPIC_FIELDS = ("Name", "TopicName")
 _MAX_TOPICS = 3
 
 
@@ -79,19 +80,19 @@ def _api_label(message: Message) -> str:
 
 def info(message: Message, *, body_info: bool = False) -> str:
     """Short facts: a request's client id, a response's latency, and with `body_info`
-    the topics, errors and API summary of the dissected APIs."""
+    the topics, errors and API summary of a decoded body (read from its flat values)."""
     parts = []
-    if body_info and message.api_key in DISSECTED_APIS and (message.is_request or message.pair is not None):
-        tree = message.tree()
-        topics = topic_names(tree)
+    body = message.values() if body_info else None
+    if body is not None:
+        topics = topic_names(body)
         if topics:
             shown = ",".join(printable(t) for t in topics[:_MAX_TOPICS])
             more = len(topics) - _MAX_TOPICS
             parts.append(f"topics={shown}" + (f" (+{more})" if more > 0 else ""))
-        extra = _api_summary(message, tree)
+        extra = _api_summary(message, body)
         if extra:
             parts.append(extra)
-        errors = error_counts(tree)
+        errors = error_counts(body)
         if errors:
             parts.append("errors=" + ",".join(f"{name}x{count}" if count > 1 else name
                                               for name, count in errors.items()))
@@ -103,35 +104,44 @@ def info(message: Message, *, body_info: bool = False) -> str:
     return " ".join(parts)
 
 
-def _api_summary(message: Message, tree: Node) -> str:
-    from kdissect.decode.dissect import DISSECTORS, message_body
-
-    dissector = DISSECTORS.get(message.api_key or -1)
-    body = message_body(tree)
-    if message.is_request or dissector is None or dissector.response_summary is None or body is None:
+def _api_summary(message: Message, body: Values) -> str:
+    meaning = dissector(message.api_key)
+    if message.is_request or meaning is None or meaning.response_summary is None:
         return ""
-    return printable(dissector.response_summary(body))  # it may quote strings from the wire
+    return printable(meaning.response_summary(body))  # it may quote strings from the wire
 
 
-def topic_names(tree: Node) -> list[str]:
-    """Distinct topic names of a message's top-level `Topics` array, in order."""
-    from kdissect.decode.dissect import message_body
-
-    body = message_body(tree)
-    topics = None if body is None else body.child("Topics")
+def topic_names(body: Values) -> list[str]:
+    """Distinct topic names of a body's top-level `Topics` array, in order."""
+    topics = body.get("Topics")
     seen: dict[str, None] = {}
-    for element in [] if topics is None else topics.children[1:]:
-        for field in element.children:
-            if field.name in _TOPIC_FIELDS and isinstance(field.value, str):
-                seen.setdefault(field.value)
+    for element in topics if isinstance(topics, list) else []:
+        if isinstance(element, dict):
+            for name in _TOPIC_FIELDS:
+                value = element.get(name)
+                if isinstance(value, str):
+                    seen.setdefault(value)
     return list(seen)
 
 
-def error_counts(tree: Node) -> dict[str, int]:
-    """Non-zero error codes anywhere in a message, by name, with how often each occurs."""
+def error_counts(body: Values) -> dict[str, int]:
+    """Non-zero error codes anywhere in a body, by name, with how often each occurs."""
     counts: dict[str, int] = {}
-    for node in tree.nodes():
-        if node.name == "ErrorCode" and isinstance(node.value, int) and node.value != 0:
-            name = error_name(node.value)
-            counts[name] = counts.get(name, 0) + 1
+    _count_errors(body, counts)
     return counts
+
+
+def _count_errors(values: Values, counts: dict[str, int]) -> None:
+    for name, value in values.items():
+        if type(value) is dict:
+            _count_errors(value, counts)
+        elif type(value) is list:
+            for item in value:
+                if type(item) is dict:
+                    _count_errors(item, counts)
+        elif name == "ErrorCode" and type(value) is int and value != 0:
+            label = error_name(value)
+            counts[label] = counts.get(label, 0) + 1
+
+
+__all__ = ["error_counts", "info", "summary_line", "topic_names"]

@@ -11,7 +11,13 @@ Notes follow the line of the node they belong to, as `!! error: ... at 0x001d`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kdissect.decode.rows import Row
 from kdissect.decode.tree import Node, printable
+
+if TYPE_CHECKING:
+    from kdissect.pair.message import Message
 
 ABOUT_LIMIT = 78  # longer descriptions are cut to 75 characters plus "..."
 _BARE_TYPES = ("frame", "header")  # types the line does not repeat
@@ -41,14 +47,46 @@ def render_tree(root: Node, *, show_generated: bool = True, wide: bool = False,
     return "\n".join(lines)
 
 
+def render_message(message: Message, *, wide: bool = False) -> str:
+    """A message's tree as text: laid out from flat values when the body took the fast
+    path, from the interpreter's tree (with its notes) otherwise; the same text either way."""
+    rows = message.rows()
+    return render_tree(message.tree(), wide=wide) if rows is None else render_rows(rows, wide=wide)
+
+
+def render_rows(root: Row, *, show_generated: bool = True, wide: bool = False) -> str:
+    """The same text as `render_tree`, from a tree laid out as rows (`kdissect.decode.rows`).
+
+    Rows come from bodies the fast path took, which carry no notes.
+    """
+    lines: list[str] = []
+    append = lines.append
+    stack: list[tuple[Row, str, str]] = [(root, "", "")]
+    while stack:
+        row, prefix, child_prefix = stack.pop()
+        name, kind, _, display, offset, size, about, children, generated = row
+        append(prefix + _line(name, kind, display, offset, size, about, generated, wide))
+        if children and not show_generated:
+            children = [c for c in children if not c[8]]
+        if children:
+            last = len(children) - 1
+            branch, continued, ended = child_prefix + "+-- ", child_prefix + "|   ", child_prefix + "    "
+            stack.extend((children[i], branch, ended if i == last else continued)
+                         for i in range(last, -1, -1))
+    return "\n".join(lines)
+
+
 def node_line(node: Node, *, wide: bool = False) -> str:
     """One node's line, without the tree prefix."""
-    kind = node.type
-    head = node.name if kind in _BARE_TYPES else f"{node.name} {kind}"
-    if node.display:
-        head += (" " if kind in _SPACED_DISPLAY else " = ") + node.display
-    about = node.about
-    if node.generated:
+    return _line(node.name, node.type, node.display, node.offset, node.size, node.about, node.generated, wide)
+
+
+def _line(name: str, kind: str, display: str, offset: int, size: int, about: str, generated: bool,
+          wide: bool) -> str:
+    head = name if kind in _BARE_TYPES else f"{name} {kind}"
+    if display:
+        head += (" " if kind in _SPACED_DISPLAY else " = ") + display
+    if generated:
         head = f"[{head}]"
         about = f"{_cut(about, wide)} (generated)" if about else "(generated)"
         tail = " " + about
@@ -56,7 +94,7 @@ def node_line(node: Node, *, wide: bool = False) -> str:
         tail = " " + about if about else ""
     else:
         tail = _TAILS.get(about) or _tail(about)
-    line = f"{head} [0x{node.offset:04x}, {node.size}B]{tail}"
+    line = f"{head} [0x{offset:04x}, {size}B]{tail}"
     # Wire strings are escaped when decoded; this guards everything else.
     return line if line.isprintable() else printable(line)
 

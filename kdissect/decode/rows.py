@@ -1,0 +1,204 @@
+"""A message's annotated field tree as plain tuples, laid out from its flat values.
+
+The `-V` text and JSON writers need every node of the tree (name, type,
+display, offset, size, about) but none of what makes a `Node` an object: so
+for an ordinary body, whose flat values came from a generated decoder, the
+tree is laid out here as nested tuples, straight from the plan and the values.
+Offsets follow from sizes (fields tile their struct) and sizes from values
+(every length prefix was read minimally encoded). The result is node for node
+what `dissect_request` / `dissect_response` build (a test compares them on
+every capture); bodies the fast path refused are never laid out here.
+
+    Row = (name, type, value, display, offset, size, about, children, generated)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kdissect.apis import APIS, request_header_version, response_header_version
+from kdissect.decode.dissect import FRAME_ABOUT, HEADER_ABOUT, HEADER_NAME, SIZE_ABOUT, message_name
+from kdissect.decode.generated import struct_decoder
+from kdissect.decode.interpreter import (
+    NULLABLE_STRUCT_ABOUT,
+    count_display,
+    elements_follow,
+    hex_display,
+)
+from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
+from kdissect.decode.tree import printable
+from kdissect.decode.values import Values
+from kdissect.dissectors import Display, GeneratedValue
+from kdissect.dissectors.registry import dissector
+
+Row = tuple[str, str, Any, str, int, int, str, "list[Row] | None", bool]
+NAME: Final = 0
+TYPE: Final = 1
+VALUE: Final = 2
+DISPLAY: Final = 3
+OFFSET: Final = 4
+SIZE: Final = 5
+ABOUT: Final = 6
+CHILDREN: Final = 7
+GENERATED: Final = 8
+_NO_DISPLAYS: dict[str, Display] = {}
+
+
+def uvarint_size(value: int) -> int:
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def message_rows(data: bytes, kind: str, api_key: int, version: int, body: Values) -> Row | None:
+    """The whole message's tree as rows, from its body's flat values; None when unavailable."""
+    plan = message_plan(api_key, version, kind)
+    header_version = (request_header_version if kind == "request" else response_header_version)(api_key, version)
+    header_struct = header_plan(kind, header_version).body
+    decoder = struct_decoder(header_struct)
+    if plan is None or decoder is None:
+        return None
+    header_values, header_end = decoder(data, 4, len(data))
+    header = _Layout(_NO_DISPLAYS, {})
+    header_children = header.struct(header_struct, header_values, 4)
+    if kind == "request":
+        header_children[0] = _api_key_row(header_children[0])
+    meaning = dissector(api_key)
+    displays = meaning.response_displays if meaning is not None and kind == "response" else _NO_DISPLAYS
+    generated = meaning.response_generated_values(body) if meaning is not None and kind == "response" else {}
+    layout = _Layout(displays, generated)
+    body_children = layout.struct(plan.body, body, header_end)
+    size = len(data) - 4
+    return (message_name(api_key, kind), "message", None, f"v{version}", 0, len(data), "", [
+        ("Frame", "frame", None, "", 0, 4, FRAME_ABOUT,
+         [("size", "int32", size, str(size), 0, 4, SIZE_ABOUT, None, False)], False),
+        (HEADER_NAME[kind], "header", None, f"v{header_version}", 4, header_end - 4, HEADER_ABOUT[kind],
+         header_children, False),
+        (plan.name, "struct", None, "", header_end, len(data) - header_end, f"message body, version {version}",
+         body_children, False),
+    ], False)
+
+
+def _api_key_row(row: Row) -> Row:
+    api = APIS.get(row[VALUE])
+    shown = f"{row[VALUE]} ({api.name if api else 'unknown API'})"
+    return (row[NAME], row[TYPE], row[VALUE], shown, row[OFFSET], row[SIZE], row[ABOUT], row[CHILDREN], False)
+
+
+class _Layout:
+    """Rows of one body: integer displays by field name, generated values by struct identity."""
+
+    def __init__(self, displays: dict[str, Display] | Any, generated: dict[int, list[GeneratedValue]]) -> None:
+        self.displays = displays
+        self.generated = generated
+
+    def struct(self, plan: StructPlan, values: Values, pos: int) -> list[Row]:
+        """The rows of a struct's fields from `pos`, its tagged-field block last."""
+        rows: list[Row] = []
+        for field in plan.fields:
+            row = self.field(field, field.name, values[field.name], pos, field.about)
+            rows.append(row)
+            pos += row[SIZE]
+        if plan.flexible:
+            rows.append(("tagged_fields", "uvarint", 0, "0", pos, 1, plan.tagged_about, None, False))
+        extra = self.generated.get(id(values)) if self.generated else None
+        if extra:
+            _insert_generated(rows, extra)
+        return rows
+
+    def field(self, f: FieldPlan, name: str, value: Any, pos: int, about: str) -> Row:
+        kind = f.kind
+        if kind is Kind.INTEGER:
+            display = None
+            if self.displays and name in self.displays:
+                display = self.displays[name](value)
+            return (name, f.label, value, str(value) if display is None else display, pos, f.codec.size, about,
+                    None, False)
+        if kind is Kind.STRING or kind is Kind.BYTES:
+            return _length_prefixed(f, name, value, pos, about)
+        if kind is Kind.ARRAY:
+            return self.array(f, name, value, pos, about)
+        if kind is Kind.STRUCT:
+            return self.nested(f, name, value, pos, about)
+        if kind is Kind.BOOL:
+            return (name, f.label, value, "true" if value else "false", pos, 1, about, None, False)
+        if kind is Kind.UUID:
+            return (name, f.label, value, str(value), pos, 16, about, None, False)
+        return (name, f.label, value, repr(value), pos, 8, about, None, False)  # float64
+
+    def array(self, f: FieldPlan, name: str, value: list[Any] | None, pos: int, about: str) -> Row:
+        count = None if value is None else len(value)
+        if f.compact:
+            wire = 0 if count is None else count + 1
+            length = ("length", "uvarint", wire, f"{wire} (compact, n+1)", pos, uvarint_size(wire),
+                      elements_follow(count), None, False)
+        else:
+            wire = -1 if count is None else count
+            length = ("length", "int32", wire, str(wire), pos, 4, elements_follow(count), None, False)
+        children: list[Row] = [length]
+        end = pos + length[SIZE]
+        if value is not None:
+            element = f.element
+            assert element is not None
+            label = element.label
+            for index, item in enumerate(value):
+                row = self.field(element, f"{label}[{index}]", item, end, "")
+                children.append(row)
+                end += row[SIZE]
+        return (name, f.label, count, count_display(count), pos, end - pos, about, children, False)
+
+    def nested(self, f: FieldPlan, name: str, value: Values | None, pos: int, about: str) -> Row:
+        assert f.struct is not None
+        if not f.nullable:
+            children = self.struct(f.struct, value or {}, pos)
+            return (name, f.label, None, "struct", pos, _span(children, pos), about, children, False)
+        if value is None:
+            presence = ("presence", "int8", -1, "-1 (null)", pos, 1, NULLABLE_STRUCT_ABOUT, None, False)
+            return (name, f.label, None, "null", pos, 1, about, [presence], False)
+        presence = ("presence", "int8", 1, "1 (present)", pos, 1, NULLABLE_STRUCT_ABOUT, None, False)
+        children = [presence, *self.struct(f.struct, value, pos + 1)]
+        return (name, f.label, None, "struct", pos, _span(children, pos), about, children, False)
+
+
+def _span(children: list[Row], pos: int) -> int:
+    for row in reversed(children):
+        if not row[GENERATED]:
+            return row[OFFSET] + row[SIZE] - pos
+    return 0
+
+
+def _length_prefixed(f: FieldPlan, name: str, value: Any, pos: int, about: str) -> Row:
+    is_string = f.kind is Kind.STRING
+    if value is None:
+        if f.compact:
+            return (name, f.label, None, "null (compact, len+1=0)", pos, 1, about, None, False)
+        width = 2 if is_string else 4
+        return (name, f.label, None, f"null (int{width * 8} len=-1)", pos, width, about, None, False)
+    if is_string:
+        length = len(value) if value.isascii() else len(value.encode())
+        shown = f'"{printable(value)}"'
+    else:
+        length = len(value)
+        shown = hex_display(value)
+    if f.compact:
+        prefix = uvarint_size(length + 1)
+        form = f"(compact, len+1={length + 1})"
+    else:
+        prefix = 2 if is_string else 4
+        form = f"(int{prefix * 8} len={length})"
+    return (name, f.label, value, f"{shown} {form}", pos, prefix + length, about, None, False)
+
+
+def _insert_generated(rows: list[Row], extra: list[GeneratedValue]) -> None:
+    for item in extra:
+        for index, row in enumerate(rows):
+            if row[NAME] == item.after and not row[GENERATED]:
+                rows.insert(index + 1, (item.name, item.type, item.value, str(item.value), row[OFFSET], 0,
+                                        item.about, None, True))
+                break
+
+
+__all__ = ["ABOUT", "CHILDREN", "DISPLAY", "GENERATED", "NAME", "OFFSET", "SIZE", "TYPE", "VALUE", "Row",
+           "message_rows", "uvarint_size"]

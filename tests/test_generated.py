@@ -1,0 +1,200 @@
+"""The generated decoders agree with the interpreter, value for value, on every message.
+
+The interpreter is the reference. The fast path must either refuse a message
+(the interpreter then decodes it) or give exactly the values the interpreter's
+tree holds, and only for messages whose tree carries no note. Checked on every
+message of the shipped, third-party and fuzz-regression captures, on random
+messages of every shipped definition that kio (an independent codec) encodes,
+and on those messages with bytes changed or cut.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kdissect.decode.dissect import dissect_request, dissect_response, message_body
+from kdissect.decode.generated import Unusual, struct_decoder, uvarint
+from kdissect.decode.interpreter import decode_struct
+from kdissect.decode.schema import compile_message, load_definitions, message_plan, parse_definition
+from kdissect.decode.tree import Node
+from kdissect.decode.values import fast_body, tree_values
+from kdissect.pair.message import Message
+from kdissect.pipeline import read_messages
+from tests.test_differential_kio import encode, framed, header_for
+
+FUZZ_REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
+QUICK = settings(max_examples=15, derandomize=True, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _kind(message: Message) -> str:
+    return "request" if message.is_request else "response"
+
+
+def _interpreted(data: bytes, kind: str, api_key: int, version: int) -> tuple[Node, Any]:
+    tree = dissect_request(data) if kind == "request" else dissect_response(data, api_key, version)
+    plan = message_plan(api_key, version, kind)
+    body = message_body(tree)
+    return tree, None if plan is None or body is None else tree_values(body, plan.body)
+
+
+def _check_agreement(data: bytes, kind: str, api_key: int, version: int) -> bool:
+    """Assert the fast path agrees with the interpreter; True when it took the message."""
+    fast = fast_body(data, kind, api_key, version)
+    if fast is None:
+        return False
+    tree, reference = _interpreted(data, kind, api_key, version)
+    assert fast == reference
+    assert [str(n) for n in tree.all_notes()] == []
+    return True
+
+
+def _decodable(paths: list[Path]) -> Iterator[tuple[str, Message]]:
+    for path in paths:
+        for message in read_messages(path):
+            if message.api_key is not None and message.api_version is not None:
+                yield path.name, message
+
+
+def _agree_on_captures(paths: list[Path]) -> tuple[int, int]:
+    taken = total = 0
+    for name, message in _decodable(paths):
+        if message_plan(message.api_key or 0, message.api_version or 0, _kind(message)) is None:
+            continue
+        total += 1
+        try:
+            taken += _check_agreement(message.frame.data, _kind(message), message.api_key or 0,
+                                      message.api_version or 0)
+        except AssertionError as problem:
+            raise AssertionError(f"{name} message {message.number}: {problem}") from None
+    return taken, total
+
+
+def test_fast_path_agrees_with_the_interpreter_on_every_shipped_capture(shipped_captures: Path) -> None:
+    taken, total = _agree_on_captures(sorted(shipped_captures.glob("*.pcap")))
+    assert total > 50 and taken >= total - 2  # nearly every real body takes the fast path
+
+
+def test_fast_path_agrees_with_the_interpreter_on_every_third_party_capture(public_captures: Path) -> None:
+    _agree_on_captures(sorted(p for p in public_captures.iterdir() if p.suffix in (".pcap", ".pcapng")))
+
+
+def test_fast_path_agrees_with_the_interpreter_on_every_fuzz_regression() -> None:
+    _agree_on_captures(sorted(FUZZ_REGRESSIONS.glob("*.pcap")))
+
+
+# -- random messages of every shipped definition, encoded by kio ---------------------------
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def _kio_cases() -> list[tuple[int, int, str]]:
+    cases = []
+    for spec in load_definitions():
+        if spec.api_key is None:
+            continue
+        stem = _snake(spec.name.removesuffix("Request").removesuffix("Response"))
+        high = spec.valid_versions.high
+        for version in range(spec.valid_versions.low, (99 if high is None else high) + 1):
+            try:
+                importlib.import_module(f"kio.schema.{stem}.v{version}.{spec.kind}")
+            except ImportError:
+                continue
+            cases.append((spec.api_key, version, spec.kind))
+    return cases
+
+
+def _kio_frame(api_key: int, version: int, kind: str, data: st.DataObject) -> bytes:
+    spec = next(s for s in load_definitions() if s.api_key == api_key and s.kind == kind)
+    stem = _snake(spec.name.removesuffix("Request").removesuffix("Response"))
+    module = importlib.import_module(f"kio.schema.{stem}.v{version}.{kind}")
+    entity_type = getattr(module, spec.name)
+    header = data.draw(header_for(api_key, version, kind))
+    entity = data.draw(st.from_type(entity_type))
+    return framed(encode(type(header), header), encode(entity_type, entity))
+
+
+KIO_CASES = _kio_cases()
+
+
+@pytest.mark.parametrize(("api_key", "version", "kind"), KIO_CASES)
+@QUICK
+@given(data=st.data())
+def test_fast_path_takes_every_kio_message_and_agrees(api_key: int, version: int, kind: str,
+                                                      data: st.DataObject) -> None:
+    frame = _kio_frame(api_key, version, kind, data)
+    assert _check_agreement(frame, kind, api_key, version)
+
+
+@pytest.mark.parametrize(("api_key", "version", "kind"), KIO_CASES)
+@QUICK
+@given(data=st.data())
+def test_fast_path_refuses_or_agrees_on_damaged_messages(api_key: int, version: int, kind: str,
+                                                         data: st.DataObject) -> None:
+    frame = bytearray(_kio_frame(api_key, version, kind, data))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(4, len(frame) - 1))
+        frame[at] = data.draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFF, frame[at] ^ 0x01]))
+    cut = data.draw(st.integers(8, len(frame)))
+    damaged = bytes(frame[:cut])
+    _check_agreement(damaged, kind, api_key, version)
+    resized = len(damaged).to_bytes(4, "big") + damaged[4:]  # a size prefix that agrees again
+    _check_agreement(resized, kind, api_key, version)
+
+
+# -- the small readers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("wire", "value"), [(b"\x00", 0), (b"\x7f", 127), (b"\x80\x01", 128),
+                                             (b"\xff\xff\xff\xff\x0f", 0xFFFFFFFF)])
+def test_uvarint_reads_minimal_encodings(wire: bytes, value: int) -> None:
+    assert uvarint(wire, 0) == (value, len(wire))
+
+
+@pytest.mark.parametrize("wire", [b"\x80\x00", b"\xff\x80\x00", b"\xff\xff\xff\xff\x1f",
+                                  b"\x80\x80\x80\x80\x80\x01"])
+def test_uvarint_refuses_what_the_interpreter_must_explain(wire: bytes) -> None:
+    with pytest.raises(Unusual):
+        uvarint(wire, 0)
+
+
+def test_every_shipped_plan_compiles_to_a_generated_decoder() -> None:
+    for api_key, version, kind in KIO_CASES:
+        plan = message_plan(api_key, version, kind)
+        assert plan is not None and struct_decoder(plan.body) is not None
+
+
+def _nested_definition(depth: int) -> str:
+    field: dict[str, Any] = {"name": "Leaf", "type": "int32", "versions": "0+"}
+    for level in range(depth, 0, -1):
+        field = {"name": f"Level{level}", "type": f"[]Level{level}", "versions": "0+", "fields": [field]}
+    definition = {"apiKey": 1000, "type": "response", "name": "DeepResponse", "validVersions": "0",
+                  "flexibleVersions": "0+", "fields": [field]}
+    return json.dumps(definition)
+
+
+def test_structs_nested_deeper_than_python_blocks_allow_still_decode_fast() -> None:
+    depth = 12
+    plan = compile_message(parse_definition(_nested_definition(depth), "deep.json"), 0)
+    wire = b"\x02" * depth + b"\x00\x00\x00\x07" + b"\x00" * (depth + 1)  # one element each, tags empty
+    decoder = struct_decoder(plan.body)
+    assert decoder is not None
+    values, end = decoder(wire, 0, len(wire))
+    node = Node(plan.name, "struct")
+    assert decode_struct(wire, node, len(wire), plan.body) and end == len(wire)
+    assert values == tree_values(node, plan.body)
+    leaf = values
+    for level in range(1, depth + 1):
+        leaf = leaf[f"Level{level}"][0]
+    assert leaf == {"Leaf": 7}
