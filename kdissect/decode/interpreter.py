@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kdissect.decode.record_nodes import entries_nodes
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan
 from kdissect.decode.tree import Node, printable
 from kdissect.notes import Note, error, note, warn
@@ -258,6 +259,20 @@ def _read_bytes(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
     return Node(name, f.label, raw, f"{hex_display(raw)} {form}", pos, end - pos, f.about)
 
 
+def _read_records(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+    """Bytes holding record batches: the length prefix, then one child per batch."""
+    raw, end, form = _content(src, pos, f, name)
+    if raw is None:
+        return _null_value(pos, end, f, name, form)
+    start = end - len(raw)
+    wire, shown = (len(raw) + 1, f"{len(raw) + 1} (compact, len+1)") if f.compact else (len(raw), str(len(raw)))
+    prefix = Node("length", "uvarint" if f.compact else "int32", wire, shown, pos, start - pos,
+                  f"{len(raw)} bytes of records follow")
+    entries = entries_nodes(src.data, start, end)
+    display = f"{len(raw)} bytes, {len(entries)} batch{'' if len(entries) == 1 else 'es'} {form}"
+    return Node(name, f.label, raw, display, pos, end - pos, f.about, [prefix, *entries])
+
+
 # -- arrays and structs -------------------------------------------------------------------
 
 
@@ -419,6 +434,7 @@ _READERS: dict[Kind, Reader] = {
     Kind.UUID: _read_uuid,
     Kind.STRING: _read_string,
     Kind.BYTES: _read_bytes,
+    Kind.RECORDS: _read_records,
     Kind.ARRAY: _read_array,
     Kind.STRUCT: _read_struct,
 }
