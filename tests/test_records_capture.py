@@ -1,0 +1,102 @@
+"""Real traffic: the shipped Tansu capture's records are exactly what kafka-python sent and received.
+
+`captures/tansu_records.pcap` was made by `tools/record_records.py`: producers
+with every codec kafka-python supports and a transactional producer, then a
+consumer reading everything back. Its sidecar JSON holds what the client sent
+(with the offsets the broker gave) and what the consumer got.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kafka_definitions import with_record_apis
+
+import kdissect
+from kdissect.notes import Severity
+from kdissect.present.analysis import Capture
+from kdissect.present.record_tables import frame_records
+from tests.conftest import CAPTURES
+
+PCAP = CAPTURES / "tansu_records.pcap"
+SIDECAR = json.loads(PCAP.with_suffix(".json").read_text())
+
+
+@pytest.fixture(scope="module")
+def capture() -> Iterator[Capture]:
+    with with_record_apis():
+        yield kdissect.read_pcap(PCAP)
+
+
+def unhex(text: str | None) -> bytes | None:
+    return None if text is None else bytes.fromhex(text)
+
+
+def sent(record: dict[str, Any]) -> tuple[Any, ...]:
+    headers = tuple((k, unhex(v)) for k, v in record["headers"])
+    return record["partition"], record["timestamp"], unhex(record["key"]), unhex(record["value"]), headers
+
+
+def rows(frame: Any, columns: list[str]) -> list[tuple[Any, ...]]:
+    out = []
+    for values in zip(*(frame[c].tolist() for c in columns), strict=True):
+        out.append(tuple(tuple(v) if isinstance(v, list) else v for v in values))
+    return out
+
+
+def test_produce_requests_carry_exactly_what_each_producer_sent(capture: Capture) -> None:
+    records = capture.records
+    produced = records[(records.api_name == "Produce") & (records.direction == "request")].copy()
+    produced["ms"] = produced.timestamp.map(lambda t: int(t.timestamp() * 1000))
+    assert set(produced.topic) == {SIDECAR["topic"]}
+    got = sorted(rows(produced, ["partition", "ms", "key", "value", "headers"]), key=repr)
+    assert got == sorted((sent(r) for r in SIDECAR["produced"]), key=repr)
+    assert len(got) == 33
+
+
+def test_fetch_responses_carry_exactly_what_the_consumer_received(capture: Capture) -> None:
+    records = capture.records
+    fetched = records[(records.api_name == "Fetch") & (records.direction == "response")].copy()
+    data = fetched[fetched.control.isna()].copy()
+    data["ms"] = data.timestamp.map(lambda t: int(t.timestamp() * 1000))
+    got = sorted(rows(data, ["partition", "offset", "ms", "key", "value", "headers"]))
+    expected = sorted((r["partition"], r["offset"], *sent(r)[1:]) for r in SIDECAR["consumed"])
+    assert got == expected
+    # ... at the offsets the broker gave each produced record
+    assert {(p, o) for p, o, *_ in got} == {(r["partition"], r["offset"]) for r in SIDECAR["produced"]}
+    markers = fetched[fetched.control.notna()]
+    assert SIDECAR["transactions"] == "committed" and set(markers.control) == {"commit"}
+    assert set(fetched[fetched.transactional].producer_id.dropna()) == set(markers.producer_id)
+
+
+def test_every_codec_and_the_transaction_are_in_the_batches(capture: Capture) -> None:
+    batches = capture.batches
+    assert set(batches.compression) == {"none", "gzip", "snappy", "lz4", "zstd"}
+    assert batches.crc_ok.all() and (batches.kind == "batch").all() and batches.notes.isna().all()
+    assert batches.transactional.any() and batches.control.any()
+    assert (batches.records == batches.record_count).all()
+    compressed = batches[batches.compression != "none"]
+    assert (compressed.decompressed_bytes > 0).all()
+
+
+def test_every_produce_and_fetch_message_decodes_without_a_note_and_tiles(capture: Capture) -> None:
+    checked = 0
+    for message in capture.message_list:
+        if message.api_key in (0, 1):
+            tree = message.tree()
+            assert tree.tiling_errors() == []
+            assert [str(n) for n in tree.all_notes() if n.severity >= Severity.NOTE] == []
+            checked += 1
+    assert checked == 14
+
+
+def test_frame_record_counts_for_summaries(capture: Capture) -> None:
+    fetch = next(m for m in capture.message_list if m.api_key == 1 and not m.is_request)
+    count, size = frame_records(fetch)
+    consumed = SIDECAR["consumed"]
+    assert count == len(consumed) + 2  # and the two commit markers
+    markers = 2 * (4 + 6)  # key: version, type; value: version, coordinator epoch
+    assert size == markers + sum(len(unhex(r["key"]) or b"") + len(unhex(r["value"]) or b"") for r in consumed)
