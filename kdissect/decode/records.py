@@ -318,6 +318,12 @@ def _partial(pos: int, end: int, declared: int | None) -> PartialEntry:
     return PartialEntry(pos, end - pos, declared, (chat(PARTIAL_NOTE.format(have=end - pos, need=need), pos),))
 
 
+def relocated(notes: list[Note] | tuple[Note, ...], offset: int) -> tuple[Note, ...]:
+    """Notes about decompressed bytes, pinned to the compressed data's place in the frame."""
+    return tuple(Note(n.severity, f"{n.message} (at byte {n.offset} of the decompressed data)"
+                      if n.offset is not None else n.message, offset) for n in notes)
+
+
 def _bad(pos: int, end: int, message: str) -> BadEntry:
     return BadEntry(pos, end - pos, (error(f"records: {message}; the rest is not decoded", pos),))
 
@@ -344,7 +350,12 @@ def decode_batch(data: bytes, pos: int, cap: int = MAX_DECOMPRESSED_BYTES) -> Re
         except DecompressionProblem as problem:
             notes.append(warn(f"records not decoded: {problem}", start))
             body, start, stop = b"", 0, 0
-    records, records_end = _batch_records(body, start, stop, fields, notes)
+    if decompressed is None:
+        records, records_end = _batch_records(body, start, stop, fields, notes)
+    else:
+        inner: list[Note] = []
+        records, records_end = _batch_records(body, start, stop, fields, inner)
+        notes.extend(relocated(inner, pos + BATCH_HEADER))
     return RecordBatch(
         position=pos, size=end - pos, base_offset=fields[0], batch_length=fields[1],
         partition_leader_epoch=fields[2], magic=fields[3], crc=fields[4], computed_crc=computed,
@@ -520,7 +531,8 @@ def _unwrap(wrapper: LegacyMessage, cap: int) -> LegacyMessage:
     except DecompressionProblem as problem:
         notes.append(warn(f"inner messages not decoded: {problem}", wrapper.key_end))
         return _replace(wrapper, notes=tuple(notes))
-    inner = _inner_messages(inner_bytes, wrapper, notes, cap)
+    inner = tuple(_inner_notes_relocated(m, wrapper.key_end)
+                  for m in _inner_messages(inner_bytes, wrapper, notes, cap))
     return _replace(wrapper, inner=inner, decompressed=inner_bytes, notes=tuple(notes))
 
 
@@ -540,11 +552,16 @@ def _inner_messages(data: bytes, wrapper: LegacyMessage, notes: list[Note], cap:
             continue
         problems = entry.notes if entry is not None else (
             error("inner message set holds a record batch of magic 2", pos),)
-        notes.extend(Note(n.severity, f"inner message set: {n.message}", wrapper.key_end)
+        notes.extend(Note(n.severity, f"inner message set: {n.message}"
+                          f" (at byte {n.offset} of the decompressed data)", wrapper.key_end)
                      for n in problems)
         break
     last = messages[-1].offset if messages else 0
     return tuple(_resolve_inner(message, wrapper, last) for message in messages)
+
+
+def _inner_notes_relocated(message: LegacyMessage, offset: int) -> LegacyMessage:
+    return _replace(message, notes=relocated(message.notes, offset)) if message.notes else message
 
 
 def _resolve_inner(message: LegacyMessage, wrapper: LegacyMessage, last_inner: int) -> LegacyMessage:
