@@ -197,6 +197,18 @@ def test_inner_offsets_of_a_broker_written_wrapper_are_absolute() -> None:
         o for o, *_ in kafka_python_read(bytes(data))]
 
 
+def test_a_log_append_time_wrapper_gives_its_time_to_every_inner_message() -> None:
+    data = bytearray(legacy_set(1, [(0, None, b"a", []), (7, None, b"b", [])], codec=1))
+    struct.pack_into(">bq", data, 17, 1 | 0x08, T0 + 99)  # attributes, timestamp of the wrapper
+    struct.pack_into(">I", data, 12, zlib.crc32(bytes(data[16:])))
+    rows = list(record_rows(decode_records(bytes(data))))
+    assert [r.timestamp for r in rows] == [t for _, t, _, _ in kafka_python_read(bytes(data))] == [T0 + 99] * 2
+    assert {r.timestamp_type for r in rows} == {"LogAppendTime"}
+    node = tree(bytes(data)).children[0]
+    inner = node["value"].children[0].children[1]
+    assert inner["logAppendTime"].value == T0 + 99 and node.tiling_errors() == []
+
+
 def test_magic_0_lz4_with_the_pre_0_10_header_checksum_decodes() -> None:
     data = legacy_set(0, [(0, b"k", b"v" * 50, [])], codec=3)
     value = decode_records(data)[0]

@@ -20,7 +20,10 @@ the full bytes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 from kdissect.decode import records as rec
 from kdissect.decode.records import (
@@ -58,8 +61,26 @@ BATCH_FIELDS = (  # name, type, size, about: the magic 2 header in wire order
 )
 
 
+_UNEXPANDED: ContextVar[bool] = ContextVar("records_unexpanded", default=False)
+
+
+@contextlib.contextmanager
+def records_unexpanded() -> Iterator[None]:
+    """Within it, trees keep each `records` content as one raw node: for callers (the
+    tables) that decode the values themselves and need the tree only around them."""
+    token = _UNEXPANDED.set(True)
+    try:
+        yield
+    finally:
+        _UNEXPANDED.reset(token)
+
+
 def entries_nodes(data: bytes, start: int, end: int) -> list[Node]:
     """The entries of the `records` content data[start:end] as nodes tiling it."""
+    if _UNEXPANDED.get():
+        raw = data[start:end]
+        return [Node("batches", "bytes", raw, hex_value(raw), start, end - start,
+                     "record batches, not expanded")] if raw else []
     entries = rec.decode_records(data, start, end, max_decompressed=rec.MAX_DECOMPRESSED_BYTES)
     return [entry_node(entry, data, index) for index, entry in enumerate(entries)]
 
@@ -372,4 +393,4 @@ def _count(count: int, noun: str = "record") -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-__all__ = ["MAX_VALUE_BYTES", "entries_nodes", "entry_node", "timestamp_display", "value_display"]
+__all__ = ["MAX_VALUE_BYTES", "entries_nodes", "entry_node", "records_unexpanded", "timestamp_display", "value_display"]

@@ -369,8 +369,8 @@ def _batch_records(body: bytes, pos: int, end: int, fields: tuple[int, ...],
                    notes: list[Note]) -> tuple[tuple[Record, ...], int]:
     """The records of a batch in body[pos:end]; decoding stops at the first bad one."""
     base_offset, count, attributes = fields[0], fields[12], fields[5]
-    log_append = attributes & 0x08 and not attributes & 0x40
-    base_time = fields[8] if log_append else fields[7]  # LogAppendTime: the batch's time
+    log_append = attributes & 0x08
+    base_time = fields[8] if log_append else fields[7]  # LogAppendTime: the batch's max time
     control = bool(attributes & 0x20)
     records: list[Record] = []
     if count < 0:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kdissect.decode.record_nodes import records_unexpanded
 from kdissect.decode.records import (
     MAX_DECOMPRESSED_BYTES,
     BadEntry,
@@ -74,7 +75,9 @@ def records_fields(messages: list[Message], *, max_decompressed: int | None = No
     for message in messages:
         if not carries_records(message):
             continue
-        for topic, partition, node in _records_nodes(message.tree(keep=False)):
+        with records_unexpanded():  # the values are decoded below, once
+            tree = message.tree(keep=False)
+        for topic, partition, node in _records_nodes(tree):
             data = node.value
             if isinstance(data, bytes):
                 yield RecordsField(message, topic, partition, decode_records(data, max_decompressed=cap))
