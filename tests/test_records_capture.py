@@ -82,6 +82,17 @@ def test_every_codec_and_the_transaction_are_in_the_batches(capture: Capture) ->
     assert (compressed.decompressed_bytes > 0).all()
 
 
+def test_tables_have_real_dtypes(capture: Capture) -> None:
+    records, batches = capture.records, capture.batches
+    kinds = {c: str(t) for c, t in records.dtypes.items()}
+    assert kinds["offset"] == kinds["partition"] == kinds["producer_id"] == kinds["sequence"] == "Int64"
+    assert kinds["timestamp"].startswith("datetime64") and str(records.timestamp.dt.tz) == "UTC"
+    assert {kinds[c] for c in ("api_name", "direction", "topic", "compression", "control")} == {"category"}
+    assert kinds["transactional"] == kinds["batch_crc_ok"] == "boolean"
+    assert all(isinstance(h, list) and all(isinstance(k, str) for k, _ in h) for h in records.headers)
+    assert str(batches.max_timestamp.dt.tz) == "UTC" and str(batches.base_offset.dtype) == "Int64"
+
+
 def test_every_produce_and_fetch_message_decodes_without_a_note_and_tiles(capture: Capture) -> None:
     checked = 0
     for message in capture.message_list:
@@ -100,3 +111,30 @@ def test_frame_record_counts_for_summaries(capture: Capture) -> None:
     assert count == len(consumed) + 2  # and the two commit markers
     markers = 2 * (4 + 6)  # key: version, type; value: version, coordinator epoch
     assert size == markers + sum(len(unhex(r["key"]) or b"") + len(unhex(r["value"]) or b"") for r in consumed)
+
+
+# -- third-party captures: other clients' batches -------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("deepflow_00-produce-v7-sw8.pcap",
+     [("quickstart-events", 0, b"MyKey", b"Hello Kafka", ["sw8"])]),
+    ("deepflow_00-produce-v9.pcap", [("zqy-test", 0, None, b"q" * 31, [])]),
+    ("ndpi_kafka.pcapng", [("LB_MAIN_LOG_INPUT", 0, None, None, []), ("LB_MAIN_LOG_INPUT", 0, None, None, []),
+                           ("sampleTopic", 0, None, b"Hello world!", [])]),
+])
+def test_other_clients_batches_decode_with_their_crc_right(public_captures: Any, name: str,
+                                                           expected: list[tuple[Any, ...]]) -> None:
+    with with_record_apis():
+        capture = kdissect.read_pcap(public_captures / name, ports=[36333])
+        for message in capture.message_list:
+            if message.api_key == 0:
+                tree = message.tree()
+                assert tree.tiling_errors() == [] and [n for n in tree.all_notes()
+                                                       if n.severity >= Severity.NOTE] == []
+        records = capture.records
+    assert records.batch_crc_ok.all()
+    got = [(r.topic, r.offset, r.key, r.value, [k for k, _ in r.headers]) for r in records.itertuples()]
+    # the JSON log lines of nDPI's capture are long: only their shape is pinned
+    assert [g if e[3] is not None else (*g[:3], None, g[4]) for g, e in zip(got, expected, strict=True)] == expected
+    assert all(v.startswith(b'{"timestamp":') for v in records[records.topic == "LB_MAIN_LOG_INPUT"].value)
