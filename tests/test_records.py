@@ -16,6 +16,7 @@ import zlib
 import pytest
 import xxhash
 import zstandard
+from craft import uvarint
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import _crc32c as kafka_crc32c
@@ -372,3 +373,40 @@ def test_control_characters_are_escaped_but_binary_is_hex() -> None:
     assert record_nodes.value_display(b"a\tb") == '"a\\x09b"'
     assert record_nodes.value_display("\u202eevil".encode()) == "e280ae6576696c"  # a bidi override
     assert record_nodes.value_display(zlib.compress(b"x" * 20)).startswith("78")
+
+
+# -- through the interpreter: the length prefix, classic and compact ---------------------------
+
+RECORDS_DEFINITION = """
+{ "apiKey": 1001, "type": "request", "name": "CarryRequest", "validVersions": "0-1",
+  "flexibleVersions": "1+",
+  "fields": [
+    { "name": "Records", "type": "records", "versions": "0+", "nullableVersions": "0+",
+      "about": "The records." }
+  ] }
+"""
+
+
+def carry(version: int, body: bytes) -> Node:
+    from kdissect.decode.interpreter import decode_struct
+    from kdissect.decode.schema import compile_message, parse_definition
+
+    node = Node("CarryRequest", "struct", None, "", 0)
+    plan = compile_message(parse_definition(RECORDS_DEFINITION, "carry"), version)
+    assert decode_struct(body, node, len(body), plan.body)
+    return node
+
+
+def test_records_fields_keep_their_length_prefix_classic_and_compact() -> None:
+    data = v2_batch([(0, b"k", b"v", [])]) + legacy_set(1, [(0, None, b"old", [])])
+    classic = carry(0, struct.pack(">i", len(data)) + data)["Records"]
+    compact = carry(1, uvarint(len(data) + 1) + data + b"\x00")["Records"]
+    assert classic.display == f"{len(data)} bytes, 2 batches (int32 len={len(data)})"
+    assert compact.display == f"{len(data)} bytes, 2 batches (compact, len+1={len(data) + 1})"
+    for node, prefix in ((classic, ("int32", 4)), (compact, ("uvarint", len(uvarint(len(data) + 1))))):
+        assert [c.name for c in node.children] == ["length", "RecordBatch[0]", "Message[1]"]
+        assert (node.children[0].type, node.children[0].size) == prefix and node.value == data
+        assert node.tiling_errors() == [] and list(node.all_notes()) == []
+        assert all(n.about for n in node.nodes()), "every node says what it is"
+    null = carry(0, struct.pack(">i", -1))["Records"]
+    assert (null.value, null.display, null.children) == (None, "null (int32 len=-1)", [])
