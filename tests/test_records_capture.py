@@ -52,14 +52,16 @@ def test_produce_requests_carry_exactly_what_each_producer_sent(capture: Capture
     produced = records[(records.api_name == "Produce") & (records.direction == "request")].copy()
     produced["ms"] = produced.timestamp.map(lambda t: int(t.timestamp() * 1000))
     assert set(produced.topic) == {SIDECAR["topic"]}
-    got = sorted(rows(produced, ["partition", "ms", "key", "value", "headers"]), key=repr)
-    assert got == sorted((sent(r) for r in SIDECAR["produced"]), key=repr)
-    assert len(got) == 33
+    got = sorted(rows(produced, ["partition", "log_offset", "ms", "key", "value", "headers"]))
+    # log_offset: where the broker put each record, from the paired response's BaseOffset
+    assert got == sorted((r["partition"], r["offset"], *sent(r)[1:]) for r in SIDECAR["produced"])
+    assert len(got) == 33 and set(produced.offset) == {0, 1, 2}  # as the producer wrote them
 
 
 def test_fetch_responses_carry_exactly_what_the_consumer_received(capture: Capture) -> None:
     records = capture.records
     fetched = records[(records.api_name == "Fetch") & (records.direction == "response")].copy()
+    assert (fetched.log_offset == fetched.offset).all()
     data = fetched[fetched.control.isna()].copy()
     data["ms"] = data.timestamp.map(lambda t: int(t.timestamp() * 1000))
     got = sorted(rows(data, ["partition", "offset", "ms", "key", "value", "headers"]))

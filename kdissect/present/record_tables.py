@@ -6,6 +6,11 @@ its topic and partition, and the field's bytes are decoded into plain values
 from which the columns are filled. Messages whose definition has no `records`
 field (checked once per API, version and direction on the compiled plan) are
 skipped without decoding.
+
+`offset` is the offset on the wire (in a Produce request, as the producer
+numbered it, from 0); `log_offset` is where the record sits in the partition's
+log: a Fetch response's offset, or for a Produce request the BaseOffset its
+paired response gave, plus the record's place in the field.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from kdissect.decode.tree import Node
 from kdissect.pair.message import Message
 
 Columns = dict[str, list[Any]]
+PRODUCE = 0
 
 TOPIC_FIELDS = ("Name", "Topic", "TopicName")  # the topic of the records, by API
 TOPIC_ID_FIELDS = ("TopicId",)  # Fetch v13+ names topics by id only
@@ -38,7 +44,8 @@ PARTITION_FIELDS = ("Index", "PartitionIndex", "Partition")
 
 RECORD_DTYPES = {
     "number": "int64", "time": "utc", "api_name": "category", "direction": "category",
-    "topic": "category", "partition": "Int64", "offset": "Int64", "timestamp": "utc_ms",
+    "topic": "category", "partition": "Int64", "offset": "Int64", "log_offset": "Int64",
+    "timestamp": "utc_ms",
     "timestamp_type": "category", "key": "object", "value": "object", "headers": "object",
     "producer_id": "Int64", "producer_epoch": "Int64", "sequence": "Int64",
     "transactional": "boolean", "control": "category", "compression": "category",
@@ -66,6 +73,7 @@ class RecordsField:
     topic: str | None
     partition: int | None
     entries: tuple[Entry, ...]
+    log_base: int | None = None  # where the broker put the first record, when known
 
 
 def records_fields(messages: list[Message], *, max_decompressed: int | None = None
@@ -77,10 +85,38 @@ def records_fields(messages: list[Message], *, max_decompressed: int | None = No
             continue
         with records_unexpanded():  # the values are decoded below, once
             tree = message.tree(keep=False)
-        for topic, partition, node in _records_nodes(tree):
+        bases = _assigned_bases(message)
+        for topic, partition, node in _in_context(tree, _is_records):
             data = node.value
             if isinstance(data, bytes):
-                yield RecordsField(message, topic, partition, decode_records(data, max_decompressed=cap))
+                entries = decode_records(data, max_decompressed=cap)
+                base = bases.get((topic, partition)) if message.is_request else None
+                yield RecordsField(message, topic, partition, entries, base)
+
+
+def _assigned_bases(request: Message) -> dict[tuple[str | None, int | None], int]:
+    """(topic, partition) -> the BaseOffset a paired Produce response gave the request's records."""
+    response = request.pair if request.is_request and request.api_key == PRODUCE else None
+    if response is None or not _plan_has_base_offset(response):
+        return {}
+    bases = {}
+    for topic, partition, node in _in_context(response.tree(keep=False), _has_base_offset):
+        base, error = node["BaseOffset"].value, node.child("ErrorCode")
+        if isinstance(base, int) and base >= 0 and (error is None or error.value == 0):
+            bases[topic, partition] = base
+    return bases
+
+
+def _plan_has_base_offset(response: Message) -> bool:
+    return response.api_version is not None and message_plan(PRODUCE, response.api_version, "response") is not None
+
+
+def _is_records(node: Node) -> bool:
+    return node.type == "records"
+
+
+def _has_base_offset(node: Node) -> bool:
+    return node.child("BaseOffset") is not None
 
 
 def carries_records(message: Message) -> bool:
@@ -112,17 +148,18 @@ def _field_has_records(field: FieldPlan, seen: set[str]) -> bool:
     return inner.struct is not None and _struct_has_records(inner.struct, seen)
 
 
-def _records_nodes(root: Node) -> Iterator[tuple[str | None, int | None, Node]]:
-    """(topic, partition, node) of each records node, without entering the records themselves."""
+def _in_context(root: Node, wanted: Callable[[Node], bool]
+                ) -> Iterator[tuple[str | None, int | None, Node]]:
+    """(topic, partition, node) of each wanted node, without entering it or any records."""
     stack: list[tuple[Node, str | None, int | None]] = [(root, None, None)]
     while stack:
         node, topic, partition = stack.pop()
-        if node.type == "records":
-            yield topic, partition, node
-            continue
         if node.type in ("RecordBatch", "Message"):
             continue
         topic, partition = _context(node, topic, partition)
+        if wanted(node):
+            yield topic, partition, node
+            continue
         stack.extend((child, topic, partition) for child in reversed(node.children))
 
 
@@ -147,8 +184,10 @@ def record_columns(fields: Iterator[RecordsField]) -> Columns:
         message = found.message
         common = (message.number, message.time, message.api_name,
                   "request" if message.is_request else "response", found.topic, found.partition)
-        for row in record_rows(found.entries):
-            values = (*common, row.offset, row.timestamp, row.timestamp_type, row.key, row.value,
+        response = not message.is_request
+        for index, row in enumerate(record_rows(found.entries)):
+            log_offset = row.offset if response else None if found.log_base is None else found.log_base + index
+            values = (*common, row.offset, log_offset, row.timestamp, row.timestamp_type, row.key, row.value,
                       list(row.headers), row.producer_id, row.producer_epoch, row.sequence,
                       row.transactional, row.control, row.compression, row.magic, row.batch_crc_ok,
                       None if row.key is None else len(row.key),
