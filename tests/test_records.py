@@ -439,3 +439,22 @@ def test_multi_block_streams_of_every_codec_decompress_exactly() -> None:
 def zstd_stream(data: bytes) -> bytes:
     stream = zstandard.ZstdCompressor().compressobj()
     return stream.compress(data) + stream.flush()
+
+
+def test_records_cut_by_the_capture_decode_as_far_as_captured() -> None:
+    from kdissect.decode.interpreter import CAPTURE_CUT, decode_struct
+    from kdissect.decode.schema import compile_message, parse_definition
+
+    data = v2_batch([(0, b"k", b"v", [])]) + v2_batch([(0, b"cut", b"here", [])], base_offset=1)
+    for version, prefix in ((0, struct.pack(">i", len(data))), (1, uvarint(len(data) + 1))):
+        frame = prefix + data + (b"\x00" if version else b"")
+        limit = len(prefix) + len(data) - 10  # the capture lost the last bytes
+        node = Node("CarryRequest", "struct", None, "", 0)
+        plan = compile_message(parse_definition(RECORDS_DEFINITION, "carry"), version)
+        decode_struct(frame, node, limit, plan.body, declared=len(frame))
+        records = node["Records"]
+        assert [c.name for c in records.children] == ["length", "RecordBatch[0]", "PartialBatch"]
+        assert records.end == limit and node.tiling_errors() == []
+        assert records.display.startswith(f"{len(data) - 10} of {len(data)} bytes")
+        assert next(n.severity for n in node.all_notes() if CAPTURE_CUT in n.message) is Severity.WARN
+        assert not [n for n in node.all_notes() if n.severity is Severity.ERROR]

@@ -260,17 +260,31 @@ def _read_bytes(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
 
 
 def _read_records(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
-    """Bytes holding record batches: the length prefix, then one child per batch."""
-    raw, end, form = _content(src, pos, f, name)
-    if raw is None:
-        return _null_value(pos, end, f, name, form)
-    start = end - len(raw)
-    wire, shown = (len(raw) + 1, f"{len(raw) + 1} (compact, len+1)") if f.compact else (len(raw), str(len(raw)))
+    """Bytes holding record batches: the length prefix, then one child per batch.
+
+    Records the capture cut short (a snaplen, a lost segment) are decoded as far
+    as they were captured; the field then ends where the capture does, so the
+    next field reports the cut.
+    """
+    length, start, form = _length_prefix(src, pos, f, name)
+    if length < 0:
+        return _null_value(pos, start, f, name, form)
+    end = start + length
+    if end > src.declared:
+        message = f"truncated: {name} declares {length} bytes, {src.declared - start} left"
+        raise Malformed(message, pos)
+    stop = min(end, src.limit)
+    raw = src.data[start:stop]
+    wire, shown = (length + 1, f"{length + 1} (compact, len+1)") if f.compact else (length, str(length))
     prefix = Node("length", "uvarint" if f.compact else "int32", wire, shown, pos, start - pos,
-                  f"{len(raw)} bytes of records follow")
-    entries = entries_nodes(src.data, start, end)
-    display = f"{len(raw)} bytes, {len(entries)} batch{'' if len(entries) == 1 else 'es'} {form}"
-    return Node(name, f.label, raw, display, pos, end - pos, f.about, [prefix, *entries])
+                  f"{length} bytes of records follow")
+    entries = entries_nodes(src.data, start, stop)
+    display = f"{length} bytes, {len(entries)} batch{'' if len(entries) == 1 else 'es'} {form}"
+    node = Node(name, f.label, raw, display, pos, stop - pos, f.about, [prefix, *entries])
+    if stop < end:
+        node.display = f"{len(raw)} of {display}"
+        node.notes.append(warn(f"{name}: {len(raw)} of {length} bytes captured {CAPTURE_CUT}", stop))
+    return node
 
 
 # -- arrays and structs -------------------------------------------------------------------
