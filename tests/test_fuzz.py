@@ -16,6 +16,7 @@ import gc
 import io
 import json
 import os
+import random
 import socket
 import statistics
 import struct
@@ -47,7 +48,19 @@ from kdissect.present.records import message_record, tree_record
 from kdissect.present.summary import summary_line
 from kdissect.present.text import render_tree
 from tests.conftest import CAPTURES
-from tools.fuzz import CaptureModel, FrameCase, mutate_capture, parse_pcap, parse_pcapng
+from tools.fuzz import (
+    CaptureModel,
+    FrameCase,
+    bombs,
+    built_record_sets,
+    check_records,
+    hostile_records,
+    mutate_capture,
+    mutate_records,
+    parse_pcap,
+    parse_pcapng,
+    rebatch,
+)
 
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 settings.register_profile("ci", derandomize=True, max_examples=400, deadline=None,
@@ -485,13 +498,57 @@ def test_memory_is_bounded_by_input_size(measured: Measured) -> None:
     assert peak_bytes(run) < 1024 * 1024 + 10 * size
 
 
+# -- records: record batches and compression --------------------------------------------------
+
+
+@functools.cache
+def record_sets() -> tuple[bytes, ...]:
+    return tuple(built_record_sets())
+
+
+@fuzz(0.15)
+@given(which=st.integers(0, 12), rng=st.randoms(use_true_random=False))
+def test_damaged_record_sets_decode_tile_and_render(which: int, rng: Any) -> None:
+    data = mutate_records(record_sets()[which % len(record_sets())], rng)
+    assert check_records(data)[0] == []
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_hostile_compressed_records_are_notes_in_bounded_time(codec: int) -> None:
+    """Bombs, cut and damaged compressed data, with a right CRC so nothing stops early."""
+    compressed = next(s for s in record_sets() if s[16] == 2 and s[22] & 0x07 == codec)
+    for seed in range(12):
+        data = hostile_records(compressed, random.Random(seed))
+        began = time.perf_counter()
+        problems, _ = check_records(data + record_sets()[-1])
+        assert problems == [] and time.perf_counter() - began < 5
+
+
+def test_every_bomb_stops_at_the_bound_with_a_note() -> None:
+    from kdissect.decode.records import decode_records
+
+    plain = next(s for s in record_sets() if s[16] == 2 and s[22] & 0x07 == 0)
+    for codec, bomb in bombs().items():
+        tracemalloc.start()
+        try:
+            (batch,) = decode_records(rebatch(plain, codec, bomb), max_decompressed=4 << 20)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert "decompress to more than" in batch.notes[0].message and peak < 12 << 20
+
+
 # -- what the long run found, replayed ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("decoder-*.bin")) + sorted(
-    REGRESSIONS.glob("pipeline-*.pcap")), ids=lambda path: path.name)
+    REGRESSIONS.glob("pipeline-*.pcap")) + sorted(REGRESSIONS.glob("records-*.records")),
+    ids=lambda path: path.name)
 def test_fuzz_regression(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = path.read_bytes()
+    if path.name.startswith("records-"):
+        assert check_records(data)[0] == []
+        return
     if path.name.startswith("decoder-"):
         case = FrameCase.decode(data)
         how = ("request", None, None) if case.request else ("response", case.api_key, case.api_version)

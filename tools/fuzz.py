@@ -1,6 +1,6 @@
 """Long fuzzing runs of kdissect, outside the test suite.
 
-Two targets:
+Three targets:
 
 - ``decoder``: one frame through ``dissect_request`` / ``dissect_response``, with
   the right API key and version, a wrong one, or none. Inputs are mutated valid
@@ -12,6 +12,11 @@ Two targets:
   are the shipped and third-party captures, cut into windows, with records
   dropped, repeated, reordered, cut short or changed, written back as pcap or
   pcapng, sometimes with the file's own bytes damaged.
+- ``records``: the bytes of one ``records`` field through the record decoder,
+  its tree and its rows. Inputs are record sets of every magic and codec built
+  by kafka-python's record builders, damaged, cut, concatenated, or with a
+  batch's records replaced by a compression bomb, cut or damaged compressed
+  data, or noise (the batch's CRC made right again, so decoding goes deeper).
 
 Every input must decode without an exception escaping; every tree must tile and
 span its frame, keep its notes inside the frame, render, and serialise to JSON;
@@ -28,6 +33,7 @@ or breaks an invariant is counted; the first of each kind is written to
 
     python -m tools.fuzz decoder --inputs 1000000 --seed 1
     python -m tools.fuzz pipeline --inputs 100000 --seed 2 --engine random
+    python -m tools.fuzz records --seconds 300 --engine random
 
 kdissect is imported inside the functions that use it (``kdissect.apis`` aside),
 so that atheris can instrument it before it is first loaded.
@@ -62,7 +68,7 @@ from kdissect.apis import APIS, request_header_version, response_header_version
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "captures"
 PUBLIC = Path(os.environ.get("KDISSECT_PUBLIC_CAPTURES", ROOT.parent / "shared" / "captures" / "public"))
-MODULES = ("kdissect.decode.dissect", "kdissect.pipeline", "kdissect.present.text",
+MODULES = ("kdissect.decode.records", "kdissect.decode.record_nodes", "kdissect.decode.dissect", "kdissect.pipeline", "kdissect.present.text",
            "kdissect.present.records", "kdissect.present.summary", "kdissect.cli",
            "kdissect.present.export", "kdissect.present.analysis")
 DISSECTED = ((75, 0), (61, 0), (55, 0), (55, 1), (55, 2))
@@ -634,7 +640,115 @@ class PipelineTarget(Target):
         return problems, count
 
 
-TARGETS: dict[str, Callable[[], Target]] = {"decoder": DecoderTarget, "pipeline": PipelineTarget}
+# -- records: record batches and compression ----------------------------------------------------
+
+RECORDS_T0 = 1_796_000_000_000
+BOMB_BYTES = 64 << 20  # what a bomb seed expands to; each is a few kilobytes
+
+
+def built_record_sets() -> list[bytes]:
+    """Record sets of every magic and codec, built by kafka-python's record builders."""
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    sets = []
+    for magic, codec in [(m, c) for m in (0, 1, 2) for c in range(5) if m == 2 or c < 4]:
+        builder = MemoryRecordsBuilder(magic, codec, 1 << 16)
+        for index in range(4):
+            headers = [("h", b"v"), ("n", b"")] if magic == 2 and index % 2 else []
+            builder.append(RECORDS_T0 + index, None if index == 1 else b"key-%d" % index,
+                           None if index == 2 else b"value %d " % index * 8, headers)
+        builder.close()
+        sets.append(bytes(builder.buffer()))
+    return sets
+
+
+@functools.cache
+def bombs() -> dict[int, bytes]:
+    """A small payload per codec that decompresses to BOMB_BYTES zeros."""
+    import gzip
+
+    import zstandard
+
+    zero = bytes(BOMB_BYTES)
+    stream = zstandard.ZstdCompressor().compressobj()
+    return {1: gzip.compress(zero, 9), 4: stream.compress(zero) + stream.flush()}
+
+
+def rebatch(batch: bytes, codec: int, records: bytes) -> bytes:
+    """A magic 2 batch with other records and codec; its length and CRC-32C made right again."""
+    from kafka.record._crc32c import crc  # kafka-python's own, not the decoder's
+
+    data = bytearray(batch[:61]) + records
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">h", data, 21, (struct.unpack_from(">h", data, 21)[0] & ~0x07) | codec)
+    struct.pack_into(">I", data, 17, crc(bytes(data[21:])))
+    return bytes(data)
+
+
+def hostile_records(batch: bytes, rng: random.Random) -> bytes:
+    """A batch whose records are a bomb, cut or damaged compressed data, or noise; CRC kept right."""
+    from kdissect.decode.compression import decompress
+
+    codec = batch[22] & 0x07
+    draw = rng.random()
+    if draw < 0.3:
+        codec = rng.choice(sorted(bombs()))
+        return rebatch(batch, codec, bombs()[codec])
+    body = batch[61:]
+    if draw < 0.6 and codec:
+        return rebatch(batch, codec, body[:rng.randrange(len(body))])
+    if draw < 0.8 and codec:
+        plain = decompress(codec, body, cap=1 << 20, legacy=False)
+        return rebatch(batch, rng.randrange(1, 5), bytes(mutate_bytes(plain, rng, rounds=1)))
+    return rebatch(batch, codec, bytes(mutate_bytes(body, rng)))
+
+
+def mutate_records(data: bytes, rng: random.Random) -> bytes:
+    if rng.random() < 0.4 and len(data) > 61 and data[16] == 2:
+        size = struct.unpack_from(">i", data, 8)[0] + 12
+        if 61 <= size <= len(data):
+            return hostile_records(data[:size], rng) + data[size:]
+    if rng.random() < 0.2:
+        return data + rng.choice(built_record_sets())[:rng.randrange(80)]  # a partial last batch
+    return bytes(mutate_bytes(data, rng))
+
+
+def check_records(data: bytes) -> tuple[list[str], int]:
+    """A records field's bytes: the tree tiles and renders; rows come out; nothing escapes."""
+    from kdissect.decode.record_nodes import entries_nodes
+    from kdissect.decode.records import decode_records, record_rows
+    from kdissect.decode.tree import Node
+
+    node = Node("records", "records", data, "", 0, len(data))
+    node.children = entries_nodes(data, 0, len(data))
+    problems = check_tree(node, data)
+    return problems, sum(1 for _ in record_rows(decode_records(data)))
+
+
+class RecordsTarget(Target):
+    name, suffix, max_len = "records", ".records", 16384
+
+    def __init__(self) -> None:
+        self.sets = built_record_sets()
+
+    def seeds(self) -> list[bytes]:
+        return [*self.sets, b"".join(self.sets[-5:])]
+
+    def generate(self, rng: random.Random) -> bytes:
+        data = rng.choice(self.sets)
+        if rng.random() < 0.3:
+            data += rng.choice(self.sets)
+        return self.mutate(data, rng)
+
+    def mutate(self, data: bytes, rng: random.Random) -> bytes:
+        return mutate_records(data, rng)
+
+    def check(self, data: bytes, rng: random.Random, index: int) -> tuple[list[str], int]:
+        return check_records(data)
+
+
+TARGETS: dict[str, Callable[[], Target]] = {"decoder": DecoderTarget, "pipeline": PipelineTarget,
+                                            "records": RecordsTarget}
 
 
 # -- running and reporting ----------------------------------------------------------------------

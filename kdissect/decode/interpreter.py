@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kdissect.decode.record_nodes import entries_nodes
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan
 from kdissect.decode.tree import Node, printable
 from kdissect.notes import Note, error, note, warn
@@ -258,6 +259,34 @@ def _read_bytes(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
     return Node(name, f.label, raw, f"{hex_display(raw)} {form}", pos, end - pos, f.about)
 
 
+def _read_records(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+    """Bytes holding record batches: the length prefix, then one child per batch.
+
+    Records the capture cut short (a snaplen, a lost segment) are decoded as far
+    as they were captured; the field then ends where the capture does, so the
+    next field reports the cut.
+    """
+    length, start, form = _length_prefix(src, pos, f, name)
+    if length < 0:
+        return _null_value(pos, start, f, name, form)
+    end = start + length
+    if end > src.declared:
+        message = f"truncated: {name} declares {length} bytes, {src.declared - start} left"
+        raise Malformed(message, pos)
+    stop = min(end, src.limit)
+    raw = src.data[start:stop]
+    wire, shown = (length + 1, f"{length + 1} (compact, len+1)") if f.compact else (length, str(length))
+    prefix = Node("length", "uvarint" if f.compact else "int32", wire, shown, pos, start - pos,
+                  f"{length} bytes of records follow")
+    entries = entries_nodes(src.data, start, stop)
+    display = f"{length} bytes, {len(entries)} batch{'' if len(entries) == 1 else 'es'} {form}"
+    node = Node(name, f.label, raw, display, pos, stop - pos, f.about, [prefix, *entries])
+    if stop < end:
+        node.display = f"{len(raw)} of {display}"
+        node.notes.append(warn(f"{name}: {len(raw)} of {length} bytes captured {CAPTURE_CUT}", stop))
+    return node
+
+
 # -- arrays and structs -------------------------------------------------------------------
 
 
@@ -419,6 +448,7 @@ _READERS: dict[Kind, Reader] = {
     Kind.UUID: _read_uuid,
     Kind.STRING: _read_string,
     Kind.BYTES: _read_bytes,
+    Kind.RECORDS: _read_records,
     Kind.ARRAY: _read_array,
     Kind.STRUCT: _read_struct,
 }

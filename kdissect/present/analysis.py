@@ -124,6 +124,23 @@ class Capture:
         frame: pd.DataFrame = cache[spec.name]
         return frame
 
+    @cached_property
+    def records(self) -> pd.DataFrame:
+        """One row per record of every `records` field (Produce, Fetch, ...).
+
+        Not yet in `tables()` nor exported: keys, values and headers are bytes.
+        """
+        from kdissect.present import record_tables as rt
+
+        return _typed(rt.record_columns(rt.records_fields(self.message_list)), rt.RECORD_DTYPES)
+
+    @cached_property
+    def batches(self) -> pd.DataFrame:
+        """One row per record batch (or legacy message) of every `records` field."""
+        from kdissect.present import record_tables as rt
+
+        return _typed(rt.batch_columns(rt.records_fields(self.message_list)), rt.BATCH_DTYPES)
+
     @property
     def topic_partitions(self) -> pd.DataFrame:
         return self.table("topic_partitions")

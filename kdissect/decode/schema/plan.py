@@ -43,9 +43,10 @@ class Kind(enum.IntEnum):
     BOOL = 2
     UUID = 3
     STRING = 4
-    BYTES = 5  # also records, shown as raw bytes
+    BYTES = 5
     ARRAY = 6
     STRUCT = 7
+    RECORDS = 8  # bytes holding record batches, decoded into them
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -172,7 +173,7 @@ def primitive_plan(name: str, element: str, about: str, *, compact: bool, nullab
         kind = Kind.BOOL if element == "bool" else Kind.UUID
         return FieldPlan(name, element, about, kind, compact, nullable, tag=tag, default=default,
                          min_size=1 if element == "bool" else 16)
-    kind = Kind.STRING if element == "string" else Kind.BYTES
+    kind = Kind.STRING if element == "string" else Kind.RECORDS if element == "records" else Kind.BYTES
     # Classic nullable strings and bytes are the protocol guide's NULLABLE_STRING / NULLABLE_BYTES.
     label = f"nullable_{element}" if nullable and not compact and element != "records" else element
     classic_size = 2 if kind is Kind.STRING else 4
