@@ -6,19 +6,19 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from typing import IO, BinaryIO
 
 from kdissect import __version__
-from kdissect.apis import APIS
-from kdissect.ingest.capture import CaptureError
-from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE
+from kdissect.ingest.capture import CaptureError, Record, read_records
+from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, frames_from_records
 from kdissect.notes import Note
-from kdissect.pair.message import Message
-from kdissect.pipeline import read_messages
-from kdissect.present.filter import FilterError, Predicate, compile_filter
+from kdissect.pair.message import Message, parse_message
+from kdissect.pair.pairing import pair_messages
+from kdissect.present.filter import FilterError, api_keys, selector
 from kdissect.present.progress import Progress
-from kdissect.present.records import MESSAGE_COLUMNS, message_record, tree_record
+from kdissect.present.records import message_record, tree_record
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 MAX_CAPTURE_NOTES = 20  # capture-level problems shown per file before summarising
@@ -29,19 +29,35 @@ examples:
   kdissect -V capture.pcap                   ... and the annotated field tree of each
   kdissect -V -x --api 55 capture.pcap       DescribeQuorum only, with hex dumps
   kdissect -Y 'api_key == 61 and latency_ms > 5' capture.pcap
+  kdissect -Y 'ErrorCode != 0' capture.pcap  any error code anywhere in a body
+  kdissect -Y 'Topics[].Partitions[].LeaderId == -1' capture.pcap
   kdissect --port 19092 capture.pcap         also treat port 19092 as Kafka
   kdissect -T jsonl capture.pcap | jq .api_name
-  kdissect --stats capture.pcap              per-API and per-connection statistics
+  kdissect --stats capture.pcap              per-API, per-client and per-connection statistics
+  kdissect --interval 10s capture.pcap       requests, errors and p99 latency per 10 s
+  kdissect --top 10 capture.pcap             the ten slowest exchanges
   kdissect --export out/ --format parquet capture.pcap
   tcpdump -i any -U -w - port 9092 | kdissect -     live, streaming
 
-filter fields (-Y): number frame time stream src dst direction api_key api_name
-  api_version correlation_id client_id length pair latency_ms notes
-  operators: == != < <= > >= in, not in, and/or/not (&& || ! also work)
+display filters (-Y), Wireshark's syntax:
+  fields     message columns: number frame time stream src dst direction api_key
+             api_name api_version correlation_id client_id length pair latency_ms
+             notes; expert expert.severity; ip.addr ip.src ip.dst tcp.port tcp.srcport
+             tcp.dstport tcp.stream frame.number; Wireshark's kafka.* names
+             (kafka.api_key kafka.error_code kafka.topic_name kafka.partition_id ...);
+             and every body field: a name at any depth (ErrorCode) or a path
+             (Topics[].Partitions[].LeaderId, Topics[0].Name)
+  operators  == != < <= > >= (eq ne lt le gt ge), contains, matches (~, a regular
+             expression), in {1 2 5..9}, not in, and/or/not (&& || !), a bare field
+             is true when present; a field with several values matches when any does
 
 exit status: 0 when every capture was read (malformed messages are reported, not
-fatal), 2 for usage errors and unreadable or non-capture files.
+fatal), 2 for usage errors (a bad filter too) and unreadable or non-capture files.
 """
+
+TIME_FORMATS = {"r": "seconds since the capture's first packet (default)",
+                "a": "absolute UTC date and time", "ad": "the same as a",
+                "d": "seconds since the previous message shown"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,24 +75,36 @@ def build_parser() -> argparse.ArgumentParser:
     add("-i", "--info", action="store_true",
         help="add what the bodies of DescribeTopicPartitions, DescribeProducers and "
         "DescribeQuorum say to each summary line (topics, errors, leader, high watermark, "
-        "producers); decodes those bodies, so it is slower on captures full of them")
+        "producers), and mark a leader change or an epoch bump against the previous response "
+        "of the connection; decodes those bodies, so it is slower on captures full of them")
     add("-x", "--hex", action="store_true", help="print a hex dump of each message's bytes")
     add("-T", "--output", choices=("text", "json", "jsonl"), default="text",
-        help="output format: text (default), json (one array), jsonl (one object per line)")
+        help="output format: text (default), json (one array; one object with --stats), "
+        "jsonl (one object per line)")
     add("--port", type=_port, action="append", default=[], metavar="N",
         help=f"treat TCP port N as Kafka (repeatable; {', '.join(map(str, DEFAULT_PORTS))} always is)")
     add("--no-detect", action="store_true",
         help="only use the ports, do not detect Kafka on other ports from the first bytes")
     add("--api", type=_api_list, metavar="LIST",
         help="keep only these APIs, by key or name: --api 55,61 or --api DescribeQuorum")
-    add("-Y", "--filter", metavar="EXPR", help="keep messages matching EXPR, e.g. 'latency_ms > 5'")
+    add("-Y", "--filter", metavar="EXPR",
+        help="keep messages matching the display filter EXPR, e.g. 'latency_ms > 5' or "
+        "'ErrorCode != 0' (see below)")
     add("-c", "--count", type=_positive, metavar="N", help="stop after N messages are shown")
-    add("-t", "--time", choices=("r", "a"), default="r",
-        help="time column: r seconds since the first message (default), a absolute UTC")
+    add("-t", "--time", choices=tuple(TIME_FORMATS), default="r",
+        help="time column: " + "; ".join(f"{k} {v}" for k, v in TIME_FORMATS.items()))
+    add("--frames", action="store_true",
+        help="show the frame number of each message's last packet (Wireshark's No.) "
+        "after the message number")
     add("--wide", action="store_true", help="do not shorten field descriptions in trees")
     add("--stats", action="store_true",
-        help="print per-API (counts, errors, latency percentiles, bytes) and per-connection "
-        "statistics instead of the message list")
+        help="print per-API (counts, errors, latency percentiles, bytes), per-client-id "
+        "and per-connection statistics instead of the message list")
+    add("--interval", type=_duration, metavar="SECONDS",
+        help="print requests, responses, errors and p99 latency per time bucket "
+        "(10s, 500ms, 1m) instead of the message list, like tshark -z io,stat")
+    add("--top", type=_positive, metavar="N",
+        help="print the N slowest exchanges, one line each (latency, API, client, error)")
     add("--export", metavar="DIR", help="write the analysis tables to DIR instead of listing")
     add("--format", choices=("parquet", "csv"), default="parquet", help="format for --export")
     add("--max-frame-size", type=_positive, default=MAX_FRAME_SIZE, metavar="BYTES",
@@ -106,24 +134,36 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _duration(text: str) -> float:
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number):] or "s"
+    try:
+        seconds = float(number) * _DURATION_UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 10s, 500ms or 1m") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive duration")
+    return seconds
+
+
 def _api_list(text: str) -> frozenset[int]:
-    by_name = {api.name.lower(): api.key for api in APIS.values()}
-    keys = set()
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key = int(item) if item.isdigit() else by_name.get(item.lower())
-        if key is None or key not in APIS:
-            raise argparse.ArgumentTypeError(f"{item!r} is not a Kafka API key or name")
-        keys.add(key)
-    return frozenset(keys)
+    try:
+        return api_keys(filter(None, (part.strip() for part in text.split(","))))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        keep = _selector(args)
-    except FilterError as exc:
-        parser.error(str(exc))
+        keep = selector(args.api, args.filter)
+    except FilterError as exc:  # one line, as tshark says a filter is not valid
+        _warn(f"-Y: {exc}")
+        return EXIT_USAGE
     try:
         return _run(args, keep)
     except KeyboardInterrupt:
@@ -139,34 +179,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
-def _selector(args: argparse.Namespace) -> Callable[[Message], bool]:
-    predicate: Predicate | None = None
-    if args.filter:
-        predicate = compile_filter(args.filter, MESSAGE_COLUMNS)
-    apis = args.api
-
-    def keep(message: Message) -> bool:
-        if apis is not None and message.api_key not in apis:
-            return False
-        if predicate is None:
-            return True
-        record = message_record(message)
-        record["notes"] = "; ".join(n["message"] for n in record["notes"])
-        return predicate(record)
-
-    return keep
-
-
 def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     if args.export:
         from kdissect.present.export import export_files
 
-        return export_files(args, _open_capture, _warn)
+        return export_files(args, keep, _open_capture, _warn)
     sink = _make_sink(args)
     status = EXIT_OK
     shown = 0
     for path in args.files:
-        for message in _messages(path, args):
+        clock = CaptureClock()
+        sink.begin(clock)
+        for message in _messages(path, args, clock):
             if message is None:
                 status = EXIT_USAGE
                 break
@@ -181,7 +205,20 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     return status
 
 
-def _messages(path: str, args: argparse.Namespace) -> Iterator[Message | None]:
+class CaptureClock:
+    """Watches a capture's records go by and keeps the time of its first packet."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+
+    def watch(self, records: Iterable[Record]) -> Iterator[Record]:
+        for record in records:
+            if self.start is None:
+                self.start = record[1]
+            yield record
+
+
+def _messages(path: str, args: argparse.Namespace, clock: CaptureClock) -> Iterator[Message | None]:
     """The messages of one capture; a final None when the file could not be read."""
     stream = _open_capture(path)
     if stream is None:
@@ -190,9 +227,11 @@ def _messages(path: str, args: argparse.Namespace) -> Iterator[Message | None]:
     problems = _ProblemReporter(path)
     progress = Progress(stream, path)
     try:
-        yield from read_messages(progress.reader, ports=[*DEFAULT_PORTS, *args.port],
-                                 detect=not args.no_detect, max_frame_size=args.max_frame_size,
-                                 report=problems)
+        records = clock.watch(read_records(progress.reader, problems))
+        frames = frames_from_records(records, ports=[*DEFAULT_PORTS, *args.port],
+                                     detect=not args.no_detect, max_frame_size=args.max_frame_size,
+                                     report=problems)
+        yield from pair_messages(parse_message(number, frame) for number, frame in enumerate(frames, 1))
     except CaptureError as exc:
         _warn(f"{_display_name(path)}: {exc}")
         yield None
@@ -243,8 +282,8 @@ class _ProblemReporter:
 
 
 def _make_sink(args: argparse.Namespace) -> _Sink:
-    if args.stats:
-        return _StatsSink()
+    if args.stats or args.interval or args.top:
+        return _StatsSink(args)
     if args.output == "json":
         return _JsonSink(sys.stdout, array=True)
     if args.output == "jsonl":
@@ -253,6 +292,9 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
 
 
 class _Sink:
+    def begin(self, clock: CaptureClock) -> None:
+        """A capture starts; its first packet's time is known once its first message is."""
+
     def write(self, message: Message) -> None:
         raise NotImplementedError
 
@@ -262,19 +304,25 @@ class _Sink:
 
 class _TextSink(_Sink):
     def __init__(self, out: IO[str], args: argparse.Namespace) -> None:
+        from kdissect.present.changes import ChangeMarker
         from kdissect.present.hexdump import hexdump
         from kdissect.present.summary import summary_line
         from kdissect.present.text import render_tree
 
         self.out, self.args = out, args
         self.summary_line, self.render_tree, self.hexdump = summary_line, render_tree, hexdump
-        self.base_time: float | None = None
+        self.clock = CaptureClock()
+        self.previous: float | None = None  # the time of the previous message shown
+        self.changes = ChangeMarker() if args.info else None
+
+    def begin(self, clock: CaptureClock) -> None:
+        self.clock = clock
 
     def write(self, message: Message) -> None:
-        if self.base_time is None:
-            self.base_time = message.time
-        base = self.base_time if self.args.time == "r" else None
-        line = self.summary_line(message, base, body_info=self.args.info)
+        line = self.summary_line(message, body_info=self.args.info, when=self._when(message),
+                                 frame_number=self.args.frames)
+        if self.changes is not None:
+            line += self.changes.marks(message)
         if not (self.args.verbose or self.args.hex):
             self.out.write(line + "\n")
             return
@@ -283,9 +331,30 @@ class _TextSink(_Sink):
             lines.append(self.render_tree(message.tree(), wide=self.args.wide))
         if self.args.hex:
             lines.append(self.hexdump(message.frame.data))
-        if self.args.verbose or self.args.hex:
-            lines.append("")
+        lines.append("")
         self.out.write("\n".join(lines) + "\n")
+
+    def _when(self, message: Message) -> str:
+        """The time column, as tshark's -t r, a/ad and d (delta displayed) print it."""
+        now = message.time
+        match self.args.time:
+            case "a" | "ad":
+                return utc_date_time(now)
+            case "d":
+                since = 0.0 if self.previous is None else now - self.previous
+                self.previous = now
+                return f"{since:.6f}"
+        start = now if self.clock.start is None else self.clock.start
+        return f"{now - start:.6f}"
+
+
+def utc_date_time(seconds: float) -> str:
+    """`2026-11-29 11:44:02.798123` (UTC); epoch seconds when a corrupt timestamp lies beyond
+    the calendar."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    except (ValueError, OverflowError, OSError):
+        return f"{seconds:.6f}"
 
 
 class _JsonSink(_Sink):
@@ -311,16 +380,33 @@ class _JsonSink(_Sink):
 
 
 class _StatsSink(_Sink):
-    def __init__(self) -> None:
+    """--stats, --interval and --top: tables at the end, as text or as one JSON object."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
         from kdissect.present.stats import Statistics
 
-        self.statistics = Statistics()
+        self.args = args
+        self.statistics = Statistics(interval=args.interval, top=args.top or 0)
+        self.clocks: list[CaptureClock] = []
+
+    def begin(self, clock: CaptureClock) -> None:
+        self.clocks.append(clock)
 
     def write(self, message: Message) -> None:
+        if self.statistics.start is None and self.clocks:
+            self.statistics.begin(self.clocks[0].start)
         self.statistics.add(message)
 
     def close(self) -> None:
-        sys.stdout.write(self.statistics.render())
+        if self.args.output == "text":
+            sys.stdout.write(self.statistics.render(full=self.args.stats))
+            return
+        found = self.statistics.as_dict()
+        if not self.args.stats:  # only what was asked for
+            found = {k: v for k, v in found.items() if (k == "intervals" and self.args.interval)
+                     or (k == "slowest" and self.args.top)}
+        sys.stdout.write(json.dumps(found, ensure_ascii=True, allow_nan=False,
+                                    indent=2 if self.args.output == "json" else None) + "\n")
 
 
 def _silence_stdout() -> None:

@@ -163,7 +163,8 @@ def test_stats_per_api_and_connection(public_captures: Path):
     row = next(line for line in out.splitlines() if line.startswith("DescribeProducers"))
     fields = row.split()
     assert fields[1:5] == ["0", "14", "14", "0"]  # version, requests, responses, unanswered
-    assert "NOT_LEADER_OR_FOLLOWER x2" in row
+    assert fields[-1] == "2"  # error codes counted in the decoded responses
+    assert "DescribeProducers v0: NOT_LEADER_OR_FOLLOWER x2" in out.splitlines()
     assert "Connections" in out and "kdissect-story" in out
     out = kdissect("--stats", public_captures / "arkime_kafka.pcap").stdout
     assert re.search(r"ListOffsets +0 +1 +0 +1 ", out)

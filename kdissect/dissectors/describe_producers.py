@@ -43,15 +43,20 @@ def annotate_response(body: Node, version: int) -> None:
 
 
 def summarize_response(body: Node) -> str:
-    """`producers=6 open_txns=1` over every partition of the response."""
-    producers = open_transactions = 0
+    """`producers=3 (6 partition entries) open_txns=1`: distinct producer ids, then how many
+    (partition, producer) entries the response lists and how many have a transaction open."""
+    producer_ids: set[object] = set()
+    entries = open_transactions = 0
     for topic in elements(body.child("Topics")):
         for partition in elements(topic.child("Partitions")):
             for producer in elements(partition.child("ActiveProducers")):
-                producers += 1
+                entries += 1
+                producer_id = producer.child("ProducerId")
+                producer_ids.add(None if producer_id is None else producer_id.value)
                 start = producer.child("CurrentTxnStartOffset")
                 open_transactions += start is not None and start.value >= 0
-    return f"producers={producers}" + (f" open_txns={open_transactions}" if open_transactions else "")
+    text = f"producers={len(producer_ids)} ({entries} partition entr{'y' if entries == 1 else 'ies'})"
+    return text + (f" open_txns={open_transactions}" if open_transactions else "")
 
 
 DISSECTOR = Dissector(API_KEY, request=no_meaning, response=annotate_response,

@@ -31,21 +31,26 @@ if TYPE_CHECKING:
 def read_pcap(
     path: str | os.PathLike[str] | BinaryIO,
     ports: Iterable[int] = DEFAULT_PORTS,
-    apis: Iterable[int] | None = None,
+    apis: Iterable[int | str] | None = None,
     detect: bool = True,
+    filter: str | None = None,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
     `ports` are extra TCP ports to treat as Kafka (9092 always is); `apis`
-    keeps only those API keys (requests and their responses).
+    keeps only those APIs, by key or name (requests and their responses);
+    `filter` keeps the messages a display filter matches, as `kdissect -Y` does.
+    A bad API name or filter raises ValueError before the capture is read.
     """
+    from kdissect.present.filter import selector
+
     problems: list[Note] = []
-    keep = None if apis is None else frozenset(apis)
+    keep = selector(apis, filter)
     messages = [
         message
         for message in read_messages(path, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                      report=problems.append)
-        if keep is None or message.api_key in keep
+        if keep(message)
     ]
     source = getattr(path, "name", "") if hasattr(path, "read") else os.fspath(path)
     return Capture(messages, source=str(source), problems=problems)
