@@ -194,6 +194,7 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
             if message is None:
                 status = EXIT_USAGE
                 break
+            sink.see(message)
             if not keep(message):
                 continue
             sink.write(message)
@@ -295,6 +296,9 @@ class _Sink:
     def begin(self, clock: CaptureClock) -> None:
         """A capture starts; its first packet's time is known once its first message is."""
 
+    def see(self, message: Message) -> None:
+        """Every message goes by here, shown or not (before -Y, --api and -c decide)."""
+
     def write(self, message: Message) -> None:
         raise NotImplementedError
 
@@ -314,15 +318,20 @@ class _TextSink(_Sink):
         self.clock = CaptureClock()
         self.previous: float | None = None  # the time of the previous message shown
         self.changes = ChangeMarker() if args.info else None
+        self.marks: tuple[Message | None, str] = (None, "")
 
     def begin(self, clock: CaptureClock) -> None:
         self.clock = clock
 
+    def see(self, message: Message) -> None:
+        if self.changes is not None:  # against the previous response, shown or not
+            self.marks = (message, self.changes.marks(message))
+
     def write(self, message: Message) -> None:
         line = self.summary_line(message, body_info=self.args.info, when=self._when(message),
                                  frame_number=self.args.frames)
-        if self.changes is not None:
-            line += self.changes.marks(message)
+        if self.marks[0] is message:
+            line += self.marks[1]
         if not (self.args.verbose or self.args.hex):
             self.out.write(line + "\n")
             return

@@ -155,6 +155,8 @@ def test_info_counts_say_what_they_count_and_mark_changes():
     assert len(quorum) == 1
     assert quorum[0].split()[0] == "42"
     assert quorum[0].endswith("changed since #40: leader 1->2 epoch 7->8 (__cluster_metadata:0)")
+    hidden = lines("-i", "-Y", "api_key == 55 && correlation_id == 9", QUORUM)  # #40 is not shown
+    assert hidden[-1] == quorum[0]
 
 
 def test_read_pcap_takes_api_names_as_the_command_does():
