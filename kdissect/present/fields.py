@@ -106,6 +106,11 @@ def _latency_ms(message: Message) -> float | None:
     return None if latency is None else round(latency * 1000.0, 6)
 
 
+def _only(requests: bool, read: Callable[[Message], Any]) -> Callable[[Message], Any]:
+    """A request's or a response's value only, as tshark's kafka.request_key/response_key."""
+    return lambda message: read(message) if message.is_request == requests else None
+
+
 def _pair_frame(want_request: bool) -> Callable[[Message], int | None]:
     def frame(message: Message) -> int | None:
         pair = message.pair
@@ -166,14 +171,17 @@ def _columns() -> dict[str, Column]:
         "tcp.srcport": Column(number, "uint16", one(lambda m: _ends(m)[0][1])),
         "tcp.dstport": Column(number, "uint16", one(lambda m: _ends(m)[1][1])),
         "tcp.port": Column(number, "uint16", lambda m: [end[1] for end in _ends(m)]),
+        "kafka.request_key": Column(number, "int16", one(_only(True, lambda m: m.api_key))),
+        "kafka.response_key": Column(number, "int16", one(_only(False, lambda m: m.api_key))),
+        "kafka.request.version": Column(number, "int16", one(_only(True, lambda m: m.api_version))),
+        "kafka.response.version": Column(number, "int16", one(_only(False, lambda m: m.api_version))),
         "kafka.request_frame": Column(number, "frame number", one(_pair_frame(want_request=True))),
         "kafka.response_frame": Column(number, "frame number", one(_pair_frame(want_request=False))),
     }
     aliases = {
         "frame.number": "frame", "frame.time_epoch": "time", "tcp.stream": "stream",
-        "kafka.api_key": "api_key", "kafka.request_key": "api_key", "kafka.response_key": "api_key",
-        "kafka.api_version": "api_version", "kafka.request.version": "api_version",
-        "kafka.response.version": "api_version", "kafka.correlation_id": "correlation_id",
+        "kafka.api_key": "api_key", "kafka.api_version": "api_version",
+        "kafka.correlation_id": "correlation_id",
         "kafka.client_id": "client_id", "kafka.len": "length",
     }  # fmt: skip
     columns.update((alias, columns[name]) for alias, name in aliases.items())
