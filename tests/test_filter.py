@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kdissect.decode.dissect import message_body
 from kdissect.pair.message import Message
@@ -288,8 +290,30 @@ def test_unknown_fields_are_refused(expression: str, complaint: str):
         ("", "empty filter"),
         ("5 == 5", "a comparison needs a field"),
         ("api_key == 1 )", r"unexpected '\)'"),
+        ("(" * 4000 + "api_key == 1" + ")" * 4000, "nested too deeply"),
+        ("api_key == 1 or " * 1000 + "api_key == 2", "at most 10000"),
     ],
 )
 def test_filters_are_parsed_never_executed(expression: str, complaint: str):
     with pytest.raises(FilterError, match=complaint):
         compile_filter(expression)
+
+
+_PIECES = ["ErrorCode", "Topics[]", ".", "Name", "[0]", "api_key", "ip.addr", "kafka.topic_name",
+           "==", "!=", "<", ">=", "contains", "matches", "in", "not", "and", "or", "&&", "||", "!",
+           "(", ")", "{", "}", "..", ",", "-", "1", "0x10", "2.5", '"orders"', "'x'", "10.0.0.0/8",
+           "true", "expert", "lag", " "]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map(" ".join) | st.text(max_size=40))
+def test_any_text_either_compiles_or_is_refused_with_a_reason(captures, expression: str):
+    """Whatever is typed, the result is a working filter or a FilterError: never another
+    exception, at compile time or on real messages."""
+    try:
+        keep = compile_filter(expression)
+    except FilterError as exc:
+        assert str(exc)
+        return
+    for message in captures["quorum_story"][:12]:
+        assert keep(message) in (True, False)

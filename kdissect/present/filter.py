@@ -51,6 +51,7 @@ from kdissect.present.fields import (
 )
 
 Predicate = Callable[[Message], bool]
+MAX_FILTER_LENGTH = 10_000
 
 
 class FilterError(ValueError):
@@ -243,8 +244,12 @@ class Node:
 
 def compile_filter(expression: str) -> Predicate:
     """The predicate of a display filter; FilterError when it is not valid."""
-    parser = _Parser(expression)
-    node = parser.parse()
+    if len(expression) > MAX_FILTER_LENGTH:
+        raise FilterError(f"filter of {len(expression)} characters; at most {MAX_FILTER_LENGTH}")
+    try:
+        node = _Parser(expression).parse()
+    except RecursionError:
+        raise FilterError("filter nested too deeply") from None
     test = node.test
     return lambda message: test(_Context(message))
 
