@@ -100,12 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--stats", action="store_true",
         help="print per-API (counts, errors, latency percentiles, bytes), per-client-id "
         "and per-connection statistics instead of the message list")
-    add("--interval", type=_duration, metavar="SECONDS",
+    add("--interval", type=_duration, metavar="DURATION",
         help="print requests, responses, errors and p99 latency per time bucket "
         "(10s, 500ms, 1m) instead of the message list, like tshark -z io,stat")
     add("--top", type=_positive, metavar="N",
         help="print the N slowest exchanges, one line each (latency, API, client, error)")
-    add("--export", metavar="DIR", help="write the analysis tables to DIR instead of listing")
+    add("--export", metavar="DIR", help="write the analysis tables of the messages -Y, --api "
+        "and -c select to DIR instead of listing them")
     add("--format", choices=("parquet", "csv"), default="parquet", help="format for --export")
     add("--max-frame-size", type=_positive, default=MAX_FRAME_SIZE, metavar="BYTES",
         help=f"largest plausible Kafka frame (default {MAX_FRAME_SIZE})")

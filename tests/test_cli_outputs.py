@@ -175,3 +175,13 @@ def test_trees_and_messages_print_as_text_outside_jupyter():
     assert text.startswith("DescribeQuorumResponse message v0 [0x0000, 111B]\n+-- Frame")
     shown = repr(capture.message(8)).splitlines()
     assert SUMMARY.match(shown[0]) and shown[1] == text.splitlines()[0]
+
+
+def test_expert_ids_filter_and_travel_in_json(public_captures: Path):
+    capture = public_captures / "ndpi_kafka.pcapng"
+    records = [json.loads(line) for line in
+               run("-T", "jsonl", "-Y", 'expert == "kafka.request_missing"', capture).stdout.splitlines()]
+    assert records and all(r["direction"] == "response" and r["pair"] is None for r in records)
+    assert all(any(n["id"] == "kafka.request_missing" for n in r["notes"]) for r in records)
+    orphans = [m for m in read_messages(capture) if not m.is_request and m.pair is None]
+    assert [r["number"] for r in records] == [m.number for m in orphans]

@@ -45,7 +45,8 @@ def message_record(message: Message) -> dict[str, Any]:
 
 
 def note_record(note: Note) -> dict[str, Any]:
-    return {"severity": str(note.severity), "message": note.message, "offset": note.offset}
+    return {"severity": str(note.severity), "message": note.message, "offset": note.offset,
+            "id": note.id or None}
 
 
 def tree_record(node: Node) -> dict[str, Any]:
