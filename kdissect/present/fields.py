@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
+from kdissect.decode.dissect import message_body
 from kdissect.decode.schema.loader import load_definitions
 from kdissect.decode.schema.model import FieldSpec, MessageSpec
 from kdissect.decode.tree import Node
@@ -286,8 +287,6 @@ def body_fields(message: Message) -> BodyFields | None:
         return None
     if not message.is_request and message.pair is None:
         return None  # a response is decodable only through its request
-    from kdissect.decode.dissect import message_body
-
     body = message_body(message.tree(keep=False))
     return None if body is None else TreeBody(body)
 
