@@ -240,7 +240,8 @@ def test_good_files_still_decode_beside_a_bad_one():
 
 def test_help_and_version():
     out = kdissect("--help").stdout
-    for option in ("-V", "-x", "-T", "--port", "--api", "-Y", "-c", "--stats", "--export", "-i"):
+    for option in ("-V", "-x", "-T", "--port", "--api", "-Y", "-c", "--stats", "--export", "-i",
+                   "--top", "--interval", "--frames", "ErrorCode != 0"):
         assert option in out
     assert "examples:" in out and "tcpdump" in out
     assert re.fullmatch(r"kdissect \d+\.\d+\.\d+\n", kdissect("--version").stdout)
