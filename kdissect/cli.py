@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import IO, BinaryIO
 
 from kdissect import __version__
-from kdissect.apis import APIS
 from kdissect.decode.tree import printable
 from kdissect.ingest.capture import CaptureError
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE
 from kdissect.notes import Note
 from kdissect.pair.message import Message
-from kdissect.pipeline import read_messages
-from kdissect.present.filter import FilterError, Predicate, compile_filter
+from kdissect.pipeline import CaptureClock, read_messages
+from kdissect.present.filter import FilterError, api_keys, selector
 from kdissect.present.progress import Progress
-from kdissect.present.records import MESSAGE_COLUMNS, message_record
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 MAX_CAPTURE_NOTES = 20  # capture-level problems shown per file before summarising
@@ -29,19 +29,35 @@ examples:
   kdissect -V capture.pcap                   ... and the annotated field tree of each
   kdissect -V -x --api 55 capture.pcap       DescribeQuorum only, with hex dumps
   kdissect -Y 'api_key == 61 and latency_ms > 5' capture.pcap
+  kdissect -Y 'ErrorCode != 0' capture.pcap  any error code anywhere in a body
+  kdissect -Y 'Topics[].Partitions[].LeaderId == -1' capture.pcap
   kdissect --port 19092 capture.pcap         also treat port 19092 as Kafka
   kdissect -T jsonl capture.pcap | jq .api_name
-  kdissect --stats capture.pcap              per-API and per-connection statistics
+  kdissect --stats capture.pcap              per-API, per-client and per-connection statistics
+  kdissect --interval 10s capture.pcap       requests, errors and p99 latency per 10 s
+  kdissect --top 10 capture.pcap             the ten slowest exchanges
   kdissect --export out/ --format parquet capture.pcap
   tcpdump -i any -U -w - port 9092 | kdissect -     live, streaming
 
-filter fields (-Y): number frame time stream src dst direction api_key api_name
-  api_version correlation_id client_id length pair latency_ms notes
-  operators: == != < <= > >= in, not in, and/or/not (&& || ! also work)
+display filters (-Y), Wireshark's syntax:
+  fields     message columns: number frame time stream src dst direction api_key
+             api_name api_version correlation_id client_id length pair latency_ms
+             notes; expert expert.severity; ip.addr ip.src ip.dst tcp.port tcp.srcport
+             tcp.dstport tcp.stream frame.number; Wireshark's kafka.* names
+             (kafka.api_key kafka.error_code kafka.topic_name kafka.partition_id ...);
+             and every body field: a name at any depth (ErrorCode) or a path
+             (Topics[].Partitions[].LeaderId, Topics[0].Name)
+  operators  == != < <= > >= (eq ne lt le gt ge), contains, matches (~, a regular
+             expression), in {1 2 5..9}, not in, and/or/not (&& || !), a bare field
+             is true when present; a field with several values matches when any does
 
 exit status: 0 when every capture was read (malformed messages are reported, not
-fatal), 2 for usage errors and unreadable or non-capture files.
+fatal), 2 for usage errors (a bad filter too) and unreadable or non-capture files.
 """
+
+TIME_FORMATS = {"r": "seconds since the capture's first packet (default)",
+                "a": "absolute UTC date and time", "ad": "the same as a",
+                "d": "seconds since the previous message shown"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,27 +82,40 @@ def build_parser() -> argparse.ArgumentParser:
     add("-i", "--info", action="store_true",
         help="add what the bodies of DescribeTopicPartitions, DescribeProducers and "
         "DescribeQuorum say to each summary line (topics, errors, leader, high watermark, "
-        "producers); decodes those bodies, so it is slower on captures full of them")
+        "producers), and mark a leader change or an epoch bump against the previous response "
+        "of the connection; decodes those bodies, so it is slower on captures full of them")
     add("-x", "--hex", action="store_true", help="print a hex dump of each message's bytes")
     add("-T", "--output", choices=("text", "json", "jsonl"), default="text",
-        help="output format: text (default), json (one array), jsonl (one object per line)")
+        help="output format: text (default), json (one array; one object with --stats), "
+        "jsonl (one object per line)")
     add("--port", type=_port, action="append", default=[], metavar="N",
         help=f"treat TCP port N as Kafka (repeatable; {', '.join(map(str, DEFAULT_PORTS))} always is)")
     add("--no-detect", action="store_true",
         help="only use the ports, do not detect Kafka on other ports from the first bytes")
     add("--api", type=_api_list, metavar="LIST",
         help="keep only these APIs, by key or name: --api 55,61 or --api DescribeQuorum")
-    add("-Y", "--filter", metavar="EXPR", help="keep messages matching EXPR, e.g. 'latency_ms > 5'")
+    add("-Y", "--filter", metavar="EXPR",
+        help="keep messages matching the display filter EXPR, e.g. 'latency_ms > 5' or "
+        "'ErrorCode != 0' (see below)")
     add("-c", "--count", type=_positive, metavar="N", help="stop after N messages are shown")
-    add("-t", "--time", choices=("r", "a"), default="r",
-        help="time column: r seconds since the first message (default), a absolute UTC")
+    add("-t", "--time", choices=tuple(TIME_FORMATS), default="r",
+        help="time column: " + "; ".join(f"{k} {v}" for k, v in TIME_FORMATS.items()))
+    add("--frames", action="store_true",
+        help="show the frame number of each message's last packet (Wireshark's No.) "
+        "after the message number")
     add("--wide", action="store_true", help="do not shorten field descriptions in trees")
     add("--about", action="store_true",
         help="in JSON output, give each tree node the schema's description of its field (`about`)")
     add("--stats", action="store_true",
-        help="print per-API (counts, errors, latency percentiles, bytes) and per-connection "
-        "statistics instead of the message list")
-    add("--export", metavar="DIR", help="write the analysis tables to DIR instead of listing")
+        help="print per-API (counts, errors, latency percentiles, bytes), per-client-id "
+        "and per-connection statistics instead of the message list")
+    add("--interval", type=_duration, metavar="DURATION",
+        help="print requests, responses, errors and p99 latency per time bucket "
+        "(10s, 500ms, 1m) instead of the message list, like tshark -z io,stat")
+    add("--top", type=_positive, metavar="N",
+        help="print the N slowest exchanges, one line each (latency, API, client, error)")
+    add("--export", metavar="DIR", help="write the analysis tables of the messages -Y, --api "
+        "and -c select to DIR instead of listing them")
     add("--format", choices=("parquet", "csv"), default="parquet", help="format for --export")
     add("--max-frame-size", type=_positive, default=MAX_FRAME_SIZE, metavar="BYTES",
         help=f"largest plausible Kafka frame (default {MAX_FRAME_SIZE})")
@@ -115,24 +144,36 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _duration(text: str) -> float:
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number):] or "s"
+    try:
+        seconds = float(number) * _DURATION_UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 10s, 500ms or 1m") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive duration")
+    return seconds
+
+
 def _api_list(text: str) -> frozenset[int]:
-    by_name = {api.name.lower(): api.key for api in APIS.values()}
-    keys = set()
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key = int(item) if item.isdigit() else by_name.get(item.lower())
-        if key is None or key not in APIS:
-            raise argparse.ArgumentTypeError(f"{item!r} is not a Kafka API key or name")
-        keys.add(key)
-    return frozenset(keys)
+    try:
+        return api_keys(filter(None, (part.strip() for part in text.split(","))))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        keep = _selector(args)
-    except FilterError as exc:
-        parser.error(str(exc))
+        keep = selector(args.api, args.filter)
+    except FilterError as exc:  # one line, as tshark says a filter is not valid
+        _warn(f"-Y: {exc}")
+        return EXIT_USAGE
     try:
         return _run(args, keep)
     except KeyboardInterrupt:
@@ -148,38 +189,23 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
-def _selector(args: argparse.Namespace) -> Callable[[Message], bool]:
-    predicate: Predicate | None = None
-    if args.filter:
-        predicate = compile_filter(args.filter, MESSAGE_COLUMNS)
-    apis = args.api
-
-    def keep(message: Message) -> bool:
-        if apis is not None and message.api_key not in apis:
-            return False
-        if predicate is None:
-            return True
-        record = message_record(message)
-        record["notes"] = "; ".join(n["message"] for n in record["notes"])
-        return predicate(record)
-
-    return keep
-
-
 def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     if args.export:
         from kdissect.present.export import export_files
 
-        return export_files(args, _open_capture, _warn)
+        return export_files(args, keep, _open_capture, _warn)
     sink = _make_sink(args)
     status = EXIT_OK
     shown = 0
     groups = [[path] for path in args.files] if args.separate else [args.files]
     for paths in groups:
-        for message in _messages(paths, args):
+        clock = CaptureClock()
+        sink.begin(clock)
+        for message in _messages(paths, args, clock):
             if message is None:
                 status = EXIT_USAGE
                 continue
+            sink.see(message)
             if not keep(message):
                 continue
             sink.write(message)
@@ -191,7 +217,8 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     return status
 
 
-def _messages(paths: list[str], args: argparse.Namespace) -> Iterator[Message | None]:
+def _messages(paths: list[str], args: argparse.Namespace,
+              clock: CaptureClock) -> Iterator[Message | None]:
     """The messages of the captures in `paths`, read as one capture merged by packet time.
 
     A None is yielded for each file that could not be read (after its one-line
@@ -215,7 +242,7 @@ def _messages(paths: list[str], args: argparse.Namespace) -> Iterator[Message | 
     try:
         yield from read_messages([p.reader for p in progress], ports=[*DEFAULT_PORTS, *args.port],
                                  detect=not args.no_detect, max_frame_size=args.max_frame_size,
-                                 report=problems, unreadable=unreadable, names=names)
+                                 report=problems, unreadable=unreadable, names=names, clock=clock)
     except CaptureError as exc:
         _warn(f"{names[0]}: {exc}")
         yield None
@@ -274,8 +301,8 @@ class _ProblemReporter:
 
 
 def _make_sink(args: argparse.Namespace) -> _Sink:
-    if args.stats:
-        return _StatsSink()
+    if args.stats or args.interval or args.top:
+        return _StatsSink(args)
     if args.output == "json":
         return _JsonSink(sys.stdout, array=True, about=args.about)
     if args.output == "jsonl":
@@ -284,6 +311,12 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
 
 
 class _Sink:
+    def begin(self, clock: CaptureClock) -> None:
+        """A capture starts; its first packet's time is known once its first message is."""
+
+    def see(self, message: Message) -> None:
+        """Every message goes by here, shown or not (before -Y, --api and -c decide)."""
+
     def write(self, message: Message) -> None:
         raise NotImplementedError
 
@@ -293,19 +326,30 @@ class _Sink:
 
 class _TextSink(_Sink):
     def __init__(self, out: IO[str], args: argparse.Namespace) -> None:
+        from kdissect.present.changes import ChangeMarker
         from kdissect.present.hexdump import hexdump
         from kdissect.present.summary import summary_line
         from kdissect.present.text import render_message
 
         self.out, self.args = out, args
         self.summary_line, self.render_message, self.hexdump = summary_line, render_message, hexdump
-        self.base_time: float | None = None
+        self.clock = CaptureClock()
+        self.previous: float | None = None  # the time of the previous message shown
+        self.changes = ChangeMarker() if args.info else None
+        self.marks: tuple[Message | None, str] = (None, "")
+
+    def begin(self, clock: CaptureClock) -> None:
+        self.clock = clock
+
+    def see(self, message: Message) -> None:
+        if self.changes is not None:  # against the previous response, shown or not
+            self.marks = (message, self.changes.marks(message))
 
     def write(self, message: Message) -> None:
-        if self.base_time is None:
-            self.base_time = message.time
-        base = self.base_time if self.args.time == "r" else None
-        line = self.summary_line(message, base, body_info=self.args.info)
+        line = self.summary_line(message, body_info=self.args.info, when=self._when(message),
+                                 frame_number=self.args.frames)
+        if self.marks[0] is message:
+            line += self.marks[1]
         if self.args.show_file:
             line += f" file={printable(message.file or '-')}"
         if not (self.args.verbose or self.args.hex):
@@ -316,9 +360,30 @@ class _TextSink(_Sink):
             lines.append(self.render_message(message, wide=self.args.wide))
         if self.args.hex:
             lines.append(self.hexdump(message.frame.data))
-        if self.args.verbose or self.args.hex:
-            lines.append("")
+        lines.append("")
         self.out.write("\n".join(lines) + "\n")
+
+    def _when(self, message: Message) -> str:
+        """The time column, as tshark's -t r, a/ad and d (delta displayed) print it."""
+        now = message.time
+        match self.args.time:
+            case "a" | "ad":
+                return utc_date_time(now)
+            case "d":
+                since = 0.0 if self.previous is None else now - self.previous
+                self.previous = now
+                return f"{since:.6f}"
+        start = now if self.clock.start is None else self.clock.start
+        return f"{now - start:.6f}"
+
+
+def utc_date_time(seconds: float) -> str:
+    """`2026-11-29 11:44:02.798123` (UTC); epoch seconds when a corrupt timestamp lies beyond
+    the calendar."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    except (ValueError, OverflowError, OSError):
+        return f"{seconds:.6f}"
 
 
 class _JsonSink(_Sink):
@@ -345,16 +410,33 @@ class _JsonSink(_Sink):
 
 
 class _StatsSink(_Sink):
-    def __init__(self) -> None:
+    """--stats, --interval and --top: tables at the end, as text or as one JSON object."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
         from kdissect.present.stats import Statistics
 
-        self.statistics = Statistics()
+        self.args = args
+        self.statistics = Statistics(interval=args.interval, top=args.top or 0)
+        self.clocks: list[CaptureClock] = []
+
+    def begin(self, clock: CaptureClock) -> None:
+        self.clocks.append(clock)
 
     def write(self, message: Message) -> None:
+        if self.statistics.start is None and self.clocks:
+            self.statistics.begin(self.clocks[0].start)
         self.statistics.add(message)
 
     def close(self) -> None:
-        sys.stdout.write(self.statistics.render())
+        if self.args.output == "text":
+            sys.stdout.write(self.statistics.render(full=self.args.stats))
+            return
+        found = self.statistics.as_dict()
+        if not self.args.stats:  # only what was asked for
+            found = {k: v for k, v in found.items() if (k == "intervals" and self.args.interval)
+                     or (k == "slowest" and self.args.top)}
+        sys.stdout.write(json.dumps(found, ensure_ascii=True, allow_nan=False,
+                                    indent=2 if self.args.output == "json" else None) + "\n")
 
 
 def _silence_stdout() -> None:

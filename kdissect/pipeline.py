@@ -4,12 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from kdissect.ingest.capture import CaptureError
+from kdissect.ingest.capture import CaptureError, Record
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records, source_name
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Frame, frames_from_records
 from kdissect.notes import Note
 from kdissect.pair.message import Message, parse_message
 from kdissect.pair.pairing import pair_messages
+
+
+class CaptureClock:
+    """Watches a capture's records go by and keeps the time of its first packet."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+
+    def watch(self, records: Iterable[Record]) -> Iterator[Record]:
+        for record in records:
+            if self.start is None:
+                self.start = record[1]
+            yield record
 
 
 def read_messages(
@@ -21,6 +34,7 @@ def read_messages(
     report: Callable[[Note], None] | None = None,
     unreadable: Callable[[int, CaptureError], None] | None = None,
     names: Sequence[str] | None = None,
+    clock: CaptureClock | None = None,
 ) -> Iterator[Message]:
     """Every Kafka message of a capture, paired, in capture order, streaming.
 
@@ -31,11 +45,14 @@ def read_messages(
     capture at all (with several sources and an `unreadable` handler, that file
     is reported to the handler by its index and left out); every other problem
     is a note, either on the message it concerns or passed to `report`
-    (capture-level problems).
+    (capture-level problems). A `clock` learns the time of the capture's first
+    packet (what relative times count from) as it goes by.
     """
     sources: list[CaptureSource] = list(source) if isinstance(source, list | tuple) else [source]  # type: ignore[list-item]
     origins = PacketOrigins(names or [source_name(s) for s in sources])
     records = merged_records(sources, origins, report, unreadable)
+    if clock is not None:
+        records = clock.watch(records)
     frames = frames_from_records(records, ports=ports, detect=detect,
                                  max_frame_size=max_frame_size, report=report)
     return pair_messages(_messages(frames, origins))

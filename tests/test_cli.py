@@ -163,7 +163,8 @@ def test_stats_per_api_and_connection(public_captures: Path):
     row = next(line for line in out.splitlines() if line.startswith("DescribeProducers"))
     fields = row.split()
     assert fields[1:5] == ["0", "14", "14", "0"]  # version, requests, responses, unanswered
-    assert "NOT_LEADER_OR_FOLLOWER x2" in row
+    assert fields[-1] == "2"  # error codes counted in the decoded responses
+    assert "DescribeProducers v0: NOT_LEADER_OR_FOLLOWER x2" in out.splitlines()
     assert "Connections" in out and "kdissect-story" in out
     out = kdissect("--stats", public_captures / "arkime_kafka.pcap").stdout
     assert re.search(r"ListOffsets +0 +1 +0 +1 ", out)
@@ -239,7 +240,8 @@ def test_good_files_still_decode_beside_a_bad_one():
 
 def test_help_and_version():
     out = kdissect("--help").stdout
-    for option in ("-V", "-x", "-T", "--port", "--api", "-Y", "-c", "--stats", "--export", "-i"):
+    for option in ("-V", "-x", "-T", "--port", "--api", "-Y", "-c", "--stats", "--export", "-i",
+                   "--top", "--interval", "--frames", "ErrorCode != 0"):
         assert option in out
     assert "examples:" in out and "tcpdump" in out
     assert re.fullmatch(r"kdissect \d+\.\d+\.\d+\n", kdissect("--version").stdout)

@@ -179,8 +179,9 @@ def test_absurd_times_are_missing_in_the_tables_and_the_cli_still_works(
     assert (tmp_path / "out" / "producers.csv").read_text().count("\n") == 4  # header and 3 rows
     capsys.readouterr()
     assert main(["-t", "a", str(path)]) == 0
-    clock = [line.split()[1] for line in capsys.readouterr().out.splitlines()]
-    assert clock == ["22:13:20.000000", f"{2**40}.000000"]  # beyond the calendar: epoch seconds
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.split()[1:3] == ["2023-11-14", "22:13:20.000000"]
+    assert second.split()[1] == f"{2**40}.000000"  # beyond the calendar: epoch seconds
 
 
 # -- TLS on a Kafka port ---------------------------------------------------------------------

@@ -339,3 +339,22 @@ def test_quorum_notebook_lists_the_v2_controller_listeners(quorum_run: NotebookN
              for n in answers(quorum_run)["listeners"]}
     assert found == nodes
     assert len(found) == 3
+
+
+@pytest.mark.parametrize("name", [PRODUCERS, QUORUM])
+def test_notebooks_find_the_shipped_capture_from_any_directory(name: str, tmp_path: Path):
+    """Started elsewhere (here an empty folder), the setup cell still finds its capture, and the
+    first cell tells a reader how to point it at their own."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert "set `CAPTURE`" in notebook.cells[0].source
+    setup = next(cell for cell in notebook.cells if "CAPTURE = " in cell.source)
+    probe = nbformat.v4.new_notebook(cells=[
+        new_code_cell(setup.source.split("plt.rcParams")[0]), new_code_cell("print(CAPTURE)")])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MPLBACKEND", "Agg")
+        patch.setenv("PYTHONPATH", os.pathsep.join(
+            [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+        NotebookClient(probe, kernel_name="python3", timeout=60,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    printed = Path(probe.cells[1].outputs[0].text.strip())
+    assert printed.is_file() and printed.parent == ROOT / "captures"

@@ -16,7 +16,7 @@ from typing import Any
 from kdissect.notes import Note
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, repr=False)
 class Node:
     name: str
     type: str
@@ -58,6 +58,11 @@ class Node:
             yield node, level, node_path
             for child in reversed(node.children):
                 stack.append((child, level + 1, _join(node_path, node, child)))
+
+    def __repr__(self) -> str:  # the text tree at a Python prompt, as `-V` prints it
+        from kdissect.present.text import render_tree
+
+        return render_tree(self)
 
     def _repr_html_(self) -> str:  # a collapsible tree in Jupyter
         from kdissect.present.html import tree_html

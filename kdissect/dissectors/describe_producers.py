@@ -17,15 +17,19 @@ RESPONSE_DISPLAYS = {
 
 
 def summarize_response(body: Values) -> str:
-    """`producers=6 open_txns=1` over every partition of the response."""
-    producers = open_transactions = 0
+    """`producers=3 (6 partition entries) open_txns=1`: distinct producer ids, then how many
+    (partition, producer) entries the response lists and how many have a transaction open."""
+    producer_ids: set[object] = set()
+    entries = open_transactions = 0
     for topic in items(body, "Topics"):
         for partition in items(topic, "Partitions"):
             for producer in items(partition, "ActiveProducers"):
-                producers += 1
+                entries += 1
+                producer_ids.add(producer.get("ProducerId"))
                 start = producer.get("CurrentTxnStartOffset")
                 open_transactions += start is not None and start >= 0
-    return f"producers={producers}" + (f" open_txns={open_transactions}" if open_transactions else "")
+    text = f"producers={len(producer_ids)} ({entries} partition entr{'y' if entries == 1 else 'ies'})"
+    return text + (f" open_txns={open_transactions}" if open_transactions else "")
 
 
 DISSECTOR = Dissector(API_KEY, RESPONSE_DISPLAYS, response_summary=summarize_response)

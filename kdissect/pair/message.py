@@ -32,7 +32,7 @@ _INT16 = struct.Struct(">h")
 PRODUCE = 0
 
 
-@dataclass(slots=True, eq=False, weakref_slot=True)
+@dataclass(slots=True, eq=False, weakref_slot=True, repr=False)
 class Message:
     number: int  # 1-based, in capture order of the message's last packet
     frame: Frame
@@ -100,6 +100,12 @@ class Message:
             seen = {(n.severity, n.message) for n in found}
             found.extend(n for n in self._tree.all_notes() if (n.severity, n.message) not in seen)
         return found
+
+    def __repr__(self) -> str:  # the summary line and text tree at a Python prompt, as `-V`
+        from kdissect.present.summary import summary_line
+        from kdissect.present.text import render_tree
+
+        return summary_line(self) + "\n" + render_tree(self.tree())
 
     def _repr_html_(self) -> str:
         from kdissect.present.html import message_html
@@ -197,19 +203,20 @@ def _parse_request(number: int, frame: Frame, data: bytes) -> Message:
 def _client_id(data: bytes, message: Message) -> str | None:
     start = _REQUEST_FIXED.size
     if len(data) < start + 2:
-        message.notes.append(notes.warn("request header cut before client_id", start))
+        message.notes.append(notes.warn("request header cut before client_id", start, "kafka.header_cut"))
         return None
     (length,) = _INT16.unpack_from(data, start)
     if length < 0:
         return None
     raw = data[start + 2 : start + 2 + length]
     if len(raw) < length:
-        message.notes.append(notes.warn("request header cut inside client_id", start))
+        message.notes.append(notes.warn("request header cut inside client_id", start, "kafka.header_cut"))
     return raw.decode("utf-8", errors="replace")
 
 
 def _short_header(data: bytes, what: str) -> Note:
-    return notes.error(f"{what} of {len(data)} bytes is too short for a Kafka {what} header", 0)
+    return notes.error(f"{what} of {len(data)} bytes is too short for a Kafka {what} header", 0,
+                        "kafka.header_short")
 
 
 def produce_acks(message: Message) -> int | None:

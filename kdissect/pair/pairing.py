@@ -50,7 +50,8 @@ class Pairer:
             request.notes.append(
                 notes.warn(
                     f"duplicate correlation id {correlation_id} in flight "
-                    f"(message #{earlier.number} still unanswered)"
+                    f"(message #{earlier.number} still unanswered)",
+                    id="kafka.duplicate_correlation_id",
                 )
             )
         flight[correlation_id] = request
@@ -62,14 +63,15 @@ class Pairer:
         assert correlation_id is not None
         request = flight.pop(correlation_id, None)
         if request is None:
-            response.notes.append(notes.warn(REQUEST_MISSING))
+            response.notes.append(notes.warn(REQUEST_MISSING, id="kafka.request_missing"))
             return
         oldest = next(iter(flight.values()), None)
         if oldest is not None and oldest.number < request.number:
             response.notes.append(
                 notes.warn(
                     "response out of FIFO order: an older request on this connection "
-                    f"(#{oldest.number}) is still unanswered"
+                    f"(#{oldest.number}) is still unanswered",
+                    id="kafka.response_out_of_order",
                 )
             )
         request.link(response)
@@ -106,8 +108,8 @@ class Sequencer:
                         and newest - head.time <= self._hold_seconds):
                     break
                 head.notes.append(notes.note(
-                    f"no response yet; released unanswered after {len(queue) - 1} later messages "
-                    f"and {newest - head.time:.3f} s of capture time"))
+                    f"no response within {newest - head.time:.3f} s and {len(queue) - 1} later "
+                    "messages: shown before any answer (hold limit)", id="kafka.response_overdue"))
             released.append(queue.popleft())
             self._held_bytes -= len(head.frame.data)
         return released
@@ -116,7 +118,8 @@ class Sequencer:
         while self._queue:
             head = self._queue.popleft()
             if not _settled(head):
-                head.notes.append(notes.note("request never answered in this capture"))
+                head.notes.append(notes.note("request never answered in this capture",
+                                              id="kafka.unanswered"))
             yield head
 
 

@@ -32,8 +32,9 @@ from kdissect.present.tables import TABLES, Columns, TableSpec
 def read_pcap(
     path: str | os.PathLike[str] | BinaryIO | Sequence[str | os.PathLike[str]],
     ports: Iterable[int] = DEFAULT_PORTS,
-    apis: Iterable[int] | None = None,
+    apis: Iterable[int | str] | None = None,
     detect: bool = True,
+    filter: str | None = None,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
@@ -41,16 +42,21 @@ def read_pcap(
     glob pattern (`"broker1-*.pcap.gz"`); several files are read as one capture
     merged by packet time, as a rotated set should be, and every table says which
     file each message came from. `ports` are extra TCP ports to treat as Kafka
-    (9092 always is); `apis` keeps only those API keys (requests and their responses).
+    (9092 always is); `apis` keeps only those APIs, by key or name (requests and
+    their responses); `filter` keeps the messages a display filter matches, as
+    `kdissect -Y` does. A bad API name or filter raises ValueError before the
+    capture is read.
     """
+    from kdissect.present.filter import selector
+
     problems: list[Note] = []
-    keep = None if apis is None else frozenset(apis)
+    keep = selector(apis, filter)
     sources = capture_paths(path)
     messages = [
         message
         for message in read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                      report=problems.append)
-        if keep is None or message.api_key in keep
+        if keep(message)
     ]
     names = [source_name(s) for s in sources]
     return Capture(messages, source=", ".join(names), problems=problems, files=names)

@@ -50,7 +50,8 @@ def message_record(message: Message) -> dict[str, Any]:
 
 
 def note_record(note: Note) -> dict[str, Any]:
-    return {"severity": str(note.severity), "message": note.message, "offset": note.offset}
+    return {"severity": str(note.severity), "message": note.message, "offset": note.offset,
+            "id": note.id or None}
 
 
 def tree_record(node: Node, *, about: bool = True) -> dict[str, Any]:

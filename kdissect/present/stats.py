@@ -1,15 +1,45 @@
-"""`--stats`: per API/version and per connection statistics, like tshark's -z."""
+"""`--stats`, `--interval` and `--top`: statistics over the messages shown, like tshark's -z.
+
+Per API and version (counts, latency percentiles, bytes, error codes), per client id
+(latency), per connection, per time bucket (`--interval`, like `-z io,stat`), and the
+slowest exchanges (`--top N`). As text, or as one JSON object with `-T json`.
+
+Error codes are counted in the bodies that are decoded (the APIs with loaded
+definitions): for any other API the error count is "n/d" (not decoded), never 0.
+"""
 
 from __future__ import annotations
 
+import heapq
+import textwrap
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from kdissect.decode.tree import printable
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
 from kdissect.present.summary import error_counts
+
+NOT_DECODED = "n/d"
+_PERCENTILES = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+WRAP = 100  # columns for wrapped lists of error names
+
+
+@dataclass(slots=True)
+class Latencies:
+    values: array = field(default_factory=lambda: array("d"))
+
+    def add(self, milliseconds: float) -> None:
+        self.values.append(milliseconds)
+
+    def summary(self) -> dict[str, float] | None:
+        if not self.values:
+            return None
+        ordered = sorted(self.values)
+        last = len(ordered) - 1
+        return {name: round(ordered[round(q * last)], 6) for name, q in _PERCENTILES}
 
 
 @dataclass(slots=True)
@@ -19,8 +49,16 @@ class ApiStats:
     unanswered: int = 0
     request_bytes: int = 0
     response_bytes: int = 0
+    decoded: bool = False  # its response bodies are decoded, so errors are counted
     errors: Counter[str] = field(default_factory=Counter)
-    latencies_ms: array = field(default_factory=lambda: array("d"))
+    latency: Latencies = field(default_factory=Latencies)
+
+
+@dataclass(slots=True)
+class ClientStats:
+    exchanges: int = 0
+    errors: int = 0
+    latency: Latencies = field(default_factory=Latencies)
 
 
 @dataclass(slots=True)
@@ -32,15 +70,43 @@ class ConnectionStats:
     responses: int = 0
 
 
+@dataclass(slots=True)
+class Bucket:
+    requests: int = 0
+    responses: int = 0
+    errors: int = 0
+    undecoded: int = 0  # responses whose errors could not be counted
+    latency: Latencies = field(default_factory=Latencies)
+
+
+@dataclass(order=True, slots=True)
+class Slow:
+    latency_ms: float
+    number: int
+    message: Message = field(compare=False)
+
+
 class Statistics:
-    def __init__(self) -> None:
+    def __init__(self, interval: float | None = None, top: int = 0) -> None:
         self.apis: dict[tuple[str, int | None], ApiStats] = {}
+        self.clients: dict[str | None, ClientStats] = {}
         self.connections: dict[int, ConnectionStats] = {}
+        self.interval = interval
+        self.start: float | None = None  # the capture's first packet, for the buckets
+        self.buckets: dict[int, Bucket] = {}
+        self.top = top
+        self.slowest: list[Slow] = []  # a min-heap of the `top` slowest responses
+
+    def begin(self, start: float | None) -> None:
+        """The time of the capture's first packet; buckets count from the first file's."""
+        if self.start is None:
+            self.start = start
 
     def add(self, message: Message) -> None:
         key = (message.api_name or "(request missing)", message.api_version)
         api = self.apis.setdefault(key, ApiStats())
         connection = self._connection(message)
+        bucket = self._bucket(message)
         size = len(message.frame.data)
         if message.is_request:
             api.requests += 1
@@ -49,15 +115,51 @@ class Statistics:
             connection.requests += 1
             if message.client_id is not None:
                 connection.client_ids[message.client_id] += 1
+            if bucket is not None:
+                bucket.requests += 1
             return
         api.responses += 1
         api.response_bytes += size
         connection.responses += 1
-        if message.latency is not None:
-            api.latencies_ms.append(message.latency * 1000.0)
-        body = message.values(keep=False)
-        if body is not None:
-            api.errors.update(error_counts(body))
+        self._add_response(message, api, bucket)
+
+    def _add_response(self, message: Message, api: ApiStats, bucket: Bucket | None) -> None:
+        errors = response_errors(message)
+        request = message.pair
+        client = self.clients.setdefault(None if request is None else request.client_id, ClientStats())
+        client.exchanges += 1
+        if errors is not None:
+            api.decoded = True
+            api.errors.update(errors)
+            client.errors += sum(errors.values())
+        latency = message.latency
+        if latency is not None:
+            api.latency.add(latency * 1000.0)
+            client.latency.add(latency * 1000.0)
+            self._rank(message, latency * 1000.0)
+        if bucket is not None:
+            bucket.responses += 1
+            bucket.errors += 0 if errors is None else sum(errors.values())
+            bucket.undecoded += errors is None
+            if latency is not None:
+                bucket.latency.add(latency * 1000.0)
+
+    def _rank(self, message: Message, milliseconds: float) -> None:
+        if not self.top:
+            return
+        item = Slow(milliseconds, -message.number, message)  # ties: the earlier one ranks higher
+        if len(self.slowest) < self.top:
+            heapq.heappush(self.slowest, item)
+        elif item > self.slowest[0]:
+            heapq.heapreplace(self.slowest, item)
+
+    def _bucket(self, message: Message) -> Bucket | None:
+        if self.interval is None:
+            return None
+        start = message.time if self.start is None else self.start
+        self.start = start
+        index = max(int((message.time - start) // self.interval), 0)
+        return self.buckets.setdefault(index, Bucket())
 
     def _connection(self, message: Message) -> ConnectionStats:
         connection = message.frame.connection
@@ -67,45 +169,175 @@ class Statistics:
             self.connections[connection.index] = found
         return found
 
-    def render(self) -> str:
-        return "\n".join([*self._api_table(), "", *self._connection_table()]) + "\n"
+    # -- text ----------------------------------------------------------------------
+
+    def render(self, *, full: bool = True) -> str:
+        """The tables as text: everything with `full`, else only --interval's and --top's."""
+        sections = []
+        if full:
+            sections += [self._api_table(), self._error_lines(), self._client_table(),
+                         self._connection_table()]
+        if self.interval is not None:
+            sections.append(self._interval_table())
+        if self.top:
+            sections.append(self._top_lines())
+        return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
 
     def _api_table(self) -> list[str]:
-        lines = ["Kafka APIs", "=" * 10,
-                 f"{'API':<30} {'ver':>3} {'req':>7} {'resp':>7} {'unans':>6} "
-                 f"{'min':>9} {'p50':>9} {'p90':>9} {'p99':>9} {'max':>9} {'bytes':>11}  errors"]
+        lines = _title("Kafka APIs",
+            f"{'API':<30} {'ver':>3} {'req':>7} {'resp':>7} {'unans':>6} {_latency_head()} "
+            f"{'bytes':>11} {'errors':>6}")
         for (name, version), api in sorted(self.apis.items(), key=_api_order):
-            latency = _percentiles(api.latencies_ms)
-            errors = ", ".join(f"{e} x{n}" for e, n in api.errors.most_common()) or "-"
+            errors = str(sum(api.errors.values())) if api.decoded else NOT_DECODED
             lines.append(
                 f"{name:<30} {'' if version is None else version:>3} {api.requests:>7} "
-                f"{api.responses:>7} {api.unanswered:>6} {latency} "
-                f"{api.request_bytes + api.response_bytes:>11}  {errors}"
-            )
-        lines.append("latency in milliseconds, from the request's last packet to the response's")
+                f"{api.responses:>7} {api.unanswered:>6} {_latency_cells(api.latency)} "
+                f"{api.request_bytes + api.response_bytes:>11} {errors:>6}")
+        lines.append("latency in milliseconds, from the request's last packet to the response's; "
+                     f"errors: non-zero error codes in the responses, {NOT_DECODED} where the "
+                     "bodies of that API are not decoded")
         return lines
+
+    def _error_lines(self) -> list[str]:
+        lines = []
+        for (name, version), api in sorted(self.apis.items(), key=_api_order):
+            if api.errors:
+                counted = ", ".join(f"{error} x{count}" for error, count in api.errors.most_common())
+                lines += textwrap.wrap(counted, WRAP, initial_indent=f"{name} v{version}: ",
+                                       subsequent_indent="    ", break_on_hyphens=False)
+        return _title("Error codes") + lines if lines else []
+
+    def _client_table(self) -> list[str]:
+        lines = _title("Latency by client id",
+            f"{'client id':<30} {'exch':>7} {'errors':>6} {_latency_head()}")
+        for client_id, client in sorted(self.clients.items(), key=lambda i: -i[1].exchanges):
+            lines.append(f"{_client_label(client_id):<30} {client.exchanges:>7} {client.errors:>6} "
+                         f"{_latency_cells(client.latency)}")
+        return lines if self.clients else []
 
     def _connection_table(self) -> list[str]:
-        lines = ["Connections", "=" * 11,
-                 f"{'stream':>6} {'client':>23} {'server':>23} {'req':>7} {'resp':>7}  client ids"]
+        lines = _title("Connections",
+            f"{'stream':>6} {'client':>23} {'server':>23} {'req':>7} {'resp':>7}  client ids")
         for index, conn in sorted(self.connections.items()):
-            ids = ", ".join(printable(c) for c, _ in conn.client_ids.most_common(3)) or "-"
-            lines.append(
-                f"{index:>6} {conn.client:>23} {conn.server:>23} {conn.requests:>7} "
-                f"{conn.responses:>7}  {ids}"
-            )
+            ids = ", ".join(_client_label(c) for c, _ in conn.client_ids.most_common(3)) or "-"
+            lines.append(f"{index:>6} {conn.client:>23} {conn.server:>23} {conn.requests:>7} "
+                         f"{conn.responses:>7}  {ids}")
         return lines
 
+    def _interval_table(self) -> list[str]:
+        lines = _title(f"Intervals of {self.interval:g} s from the capture's first packet",
+            f"{'start':>10} {'end':>10} {'req':>7} {'resp':>7} {'errors':>6} {'p99 ms':>10}")
+        assert self.interval is not None
+        for row in self.interval_rows():
+            p99 = "-" if row["p99_ms"] is None else f"{row['p99_ms']:.3f}"
+            errors = f"{row['errors']}" + ("+" if row["undecoded"] else "")
+            lines.append(f"{row['start']:>10.3f} {row['end']:>10.3f} {row['requests']:>7} "
+                         f"{row['responses']:>7} {errors:>6} {p99:>10}")
+        lines.append("errors: non-zero error codes in decoded responses; + when some responses "
+                     "of the interval were not decoded")
+        return lines
 
-def _api_order(item: tuple[tuple[str, int | None], ApiStats]) -> tuple[str, int]:
+    def interval_rows(self) -> list[dict[str, Any]]:
+        """Every bucket from the first to the last, empty ones included."""
+        if not self.buckets or self.interval is None:
+            return []
+        rows = []
+        for index in range(max(self.buckets) + 1):
+            bucket = self.buckets.get(index, Bucket())
+            latency = bucket.latency.summary()
+            rows.append({"start": index * self.interval, "end": (index + 1) * self.interval,
+                         "requests": bucket.requests, "responses": bucket.responses,
+                         "errors": bucket.errors, "undecoded": bucket.undecoded,
+                         "p99_ms": None if latency is None else latency["p99"]})
+        return rows
+
+    def _top_lines(self) -> list[str]:
+        lines = _title(f"Slowest {self.top} exchanges")
+        lines += [slow_line(item.message) for item in sorted(self.slowest, reverse=True)]
+        return lines if self.slowest else [*lines, "(no answered requests)"]
+
+    # -- JSON ----------------------------------------------------------------------
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every table as plain JSON-ready values."""
+        return {
+            "apis": [
+                {"api": name, "version": version, "requests": api.requests,
+                 "responses": api.responses, "unanswered": api.unanswered,
+                 "bytes": api.request_bytes + api.response_bytes,
+                 "latency_ms": api.latency.summary(),
+                 "errors": dict(api.errors.most_common()) if api.decoded else None}
+                for (name, version), api in sorted(self.apis.items(), key=_api_order)
+            ],
+            "clients": [
+                {"client_id": client_id, "exchanges": c.exchanges, "errors": c.errors,
+                 "latency_ms": c.latency.summary()}
+                for client_id, c in sorted(self.clients.items(), key=lambda i: -i[1].exchanges)
+            ],
+            "connections": [
+                {"stream": index, "client": c.client, "server": c.server, "requests": c.requests,
+                 "responses": c.responses, "client_ids": dict(c.client_ids.most_common())}
+                for index, c in sorted(self.connections.items())
+            ],
+            "intervals": self.interval_rows(),
+            "slowest": [slow_record(item.message) for item in sorted(self.slowest, reverse=True)],
+        }
+
+
+def response_errors(message: Message) -> Counter[str] | None:
+    """Non-zero error codes of a response by name; None when its body is not decoded."""
+    if message.is_request or message.pair is None:
+        return None
+    body = message.values(keep=False)
+    return None if body is None else Counter(error_counts(body))
+
+
+def slow_record(response: Message) -> dict[str, Any]:
+    request = response.pair
+    errors = response_errors(response)
+    latency = response.latency
+    return {
+        "latency_ms": None if latency is None else round(latency * 1000.0, 6),
+        "client_id": None if request is None else request.client_id,
+        "client": format_address(response.frame.connection.client),
+        "api": response.api_name, "version": response.api_version,
+        "request": None if request is None else request.number, "response": response.number,
+        "errors": None if errors is None else dict(errors),
+    }
+
+
+def slow_line(response: Message) -> str:
+    """`  812.345 ms  DescribeQuorum v1  client "admin-1" 10.0.0.5:52110  #8<-#7  errors ...`."""
+    row = slow_record(response)
+    if row["errors"] is None:
+        errors = f"errors {NOT_DECODED}"
+    else:
+        errors = ",".join(f"{n}x{c}" if c > 1 else n for n, c in row["errors"].items()) or "no error"
+    api = f"{row['api']} v{row['version']}"
+    return (f"{row['latency_ms']:>11.3f} ms  {api:<28} client {_client_label(row['client_id'])} "
+            f"{row['client']}  #{row['response']}<-#{row['request']}  {errors}")
+
+
+def _client_label(client_id: str | None) -> str:
+    """A client id as text: quoted, so that the empty one shows as ""; null as (none)."""
+    return "(none)" if client_id is None else f'"{printable(client_id)}"'
+
+
+def _title(text: str, *header: str) -> list[str]:
+    return [text, "=" * len(text), *header]
+
+
+def _latency_head() -> str:
+    return " ".join(f"{name:>9}" for name, _ in _PERCENTILES)
+
+
+def _latency_cells(latency: Latencies) -> str:
+    found = latency.summary()
+    if found is None:
+        return " ".join(f"{'-':>9}" for _ in _PERCENTILES)
+    return " ".join(f"{found[name]:>9.3f}" for name, _ in _PERCENTILES)
+
+
+def _api_order(item: tuple[tuple[str, int | None], Any]) -> tuple[str, int]:
     (name, version), _ = item
     return name, -1 if version is None else version
-
-
-def _percentiles(values: array) -> str:
-    if not values:
-        return " ".join(f"{'-':>9}" for _ in range(5))
-    ordered = sorted(values)
-    last = len(ordered) - 1
-    picks = [ordered[0], *(ordered[round(q * last)] for q in (0.5, 0.9, 0.99)), ordered[last]]
-    return " ".join(f"{value:>9.3f}" for value in picks)

@@ -15,17 +15,21 @@ _TOPIC_FIELDS = ("Name", "TopicName")
 _MAX_TOPICS = 3
 
 
-def summary_line(message: Message, base_time: float | None = None, *, body_info: bool = False) -> str:
+def summary_line(message: Message, base_time: float | None = None, *, body_info: bool = False,
+                 when: str | None = None, frame_number: bool = False) -> str:
     """`No. time src -> dst API vN Request corr=N info [notes]`.
 
-    Time is relative to `base_time` when given, else absolute UTC. Only the
-    header, pairing and frame are used unless `body_info` asks for what the
-    bodies of the dissected APIs say (which decodes them).
+    Time is `when` when given, else relative to `base_time` when given, else
+    absolute UTC; `frame_number` adds the number of the message's last packet
+    after its own. Only the header, pairing and frame are used unless
+    `body_info` asks for what the bodies of the dissected APIs say (which decodes them).
     """
     frame = message.frame
-    when = _clock(frame.last_time) if base_time is None else f"{frame.last_time - base_time:.6f}"
+    if when is None:
+        when = _clock(frame.last_time) if base_time is None else f"{frame.last_time - base_time:.6f}"
     correlation = "?" if message.correlation_id is None else message.correlation_id
-    text = f"{message.number:>6} {when:>12} {_route(message)} corr={correlation}"
+    number = f"{message.number:>6} {frame.last_packet:>7}" if frame_number else f"{message.number:>6}"
+    text = f"{number} {when:>12} {_route(message)} corr={correlation}"
     if body_info:
         details = info(message, body_info=True)
         if details:
@@ -33,7 +37,9 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
     elif message.is_request:  # the common case, inline: the client id
         if message.client_id:
             text += f" client={printable(message.client_id)}"
-    elif message._pair is not None:  # a response's latency
+    elif message._pair is not None:  # a response's request's client id, and latency
+        if message._pair.client_id:
+            text += f" client={printable(message._pair.client_id)}"
         text += f" {(frame.last_time - message._pair.frame.last_time) * 1000.0:.3f} ms"
     if message.notes or frame.notes or message._tree is not None:
         found = message.all_notes()
@@ -96,8 +102,9 @@ def info(message: Message, *, body_info: bool = False) -> str:
         if errors:
             parts.append("errors=" + ",".join(f"{name}x{count}" if count > 1 else name
                                               for name, count in errors.items()))
-    if message.client_id and message.is_request:
-        parts.append(f"client={printable(message.client_id)}")
+    client_id = message.client_id if message.is_request or message.pair is None else message.pair.client_id
+    if client_id:
+        parts.append(f"client={printable(client_id)}")
     latency = message.latency
     if latency is not None:
         parts.append(f"{latency * 1000.0:.3f} ms")

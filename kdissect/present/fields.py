@@ -1,0 +1,391 @@
+"""Every field a display filter can name, and how its values are read from a message.
+
+Three families:
+
+- message columns and addresses, read from the header, the frame and the pairing
+  without decoding anything (`api_key`, `latency_ms`, `ip.addr`, `tcp.port`, `expert`...);
+- body fields, by schema name at any depth (`ErrorCode`) or by path
+  (`Topics[].Partitions[].LeaderId`, `Topics[0].Name`), checked against the loaded
+  Kafka definitions and read through `BodyFields`;
+- Wireshark's Kafka field names (`kafka.api_key`, `kafka.error_code`,
+  `kafka.topic_name`...), each an alias of a column or of body paths.
+
+`BodyFields` is the one place that knows how a decoded body is stored: today it
+walks `Message.tree()` nodes; pointing it at another representation changes only
+`body_fields()`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol
+
+from kdissect.decode.dissect import message_body
+from kdissect.decode.schema.loader import load_definitions
+from kdissect.decode.schema.model import FieldSpec, MessageSpec
+from kdissect.decode.tree import Node
+from kdissect.ingest.net import format_address
+from kdissect.pair.message import Message
+
+# Value kinds a filter compares; each field has one or more.
+NUMBER, STRING, BOOLEAN, UUID, BYTES, ADDRESS, STRUCT = (
+    "number", "string", "boolean", "uuid", "bytes", "address", "struct")  # fmt: skip
+_PRIMITIVE_KINDS = {
+    "int8": NUMBER, "int16": NUMBER, "int32": NUMBER, "int64": NUMBER, "uint16": NUMBER,
+    "uint32": NUMBER, "varint": NUMBER, "varlong": NUMBER, "float64": NUMBER, "string": STRING,
+    "bool": BOOLEAN, "uuid": UUID, "bytes": BYTES, "records": BYTES,
+}  # fmt: skip
+# Values computed by the dissectors rather than read from the wire: name -> (type, parents).
+GENERATED_FIELDS = {"lag": ("int64", frozenset({"CurrentVoters", "Observers"}))}
+_STRUCTURAL = frozenset({"length", "tagged_fields", "presence"})  # wire scaffolding, not fields
+_ELEMENT = re.compile(r".*\[(\d+)\]")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a body path: a field name, and which array elements (None: all)."""
+
+    name: str
+    index: int | None = None
+    brackets: bool = False  # written with [] or [N]
+
+    def __str__(self) -> str:
+        if not self.brackets:
+            return self.name
+        return f"{self.name}[{'' if self.index is None else self.index}]"
+
+
+Path = tuple[Step, ...]
+
+
+# -- message columns -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A field read without decoding the body: its kind, type label and reader."""
+
+    kind: str
+    label: str
+    read: Callable[[Message], Iterable[Any]]
+    costly: bool = False  # may decode the body (expert notes of a decoded tree)
+
+
+def _one(read: Callable[[Message], Any]) -> Callable[[Message], Iterable[Any]]:
+    def values(message: Message) -> Iterable[Any]:
+        value = read(message)
+        return () if value is None else (value,)
+
+    return values
+
+
+def _ends(message: Message) -> tuple[Any, Any]:
+    connection = message.frame.connection
+    return (connection.client, connection.server) if message.is_request else (
+        connection.server, connection.client)
+
+
+def _ip(address: Any) -> Any:
+    raw = address[0]
+    return ipaddress.ip_address(raw) if len(raw) in (4, 16) else None
+
+
+def _client_id(message: Message) -> str | None:
+    """A request's client id; a response answers for its request's."""
+    if message.is_request:
+        return message.client_id
+    request = message.pair
+    return None if request is None else request.client_id
+
+
+def _latency_ms(message: Message) -> float | None:
+    latency = message.latency
+    return None if latency is None else round(latency * 1000.0, 6)
+
+
+def _only(requests: bool, read: Callable[[Message], Any]) -> Callable[[Message], Any]:
+    """A request's or a response's value only, as tshark's kafka.request_key/response_key."""
+    return lambda message: read(message) if message.is_request == requests else None
+
+
+def _pair_frame(want_request: bool) -> Callable[[Message], int | None]:
+    def frame(message: Message) -> int | None:
+        pair = message.pair
+        if pair is None or pair.is_request != want_request:
+            return None
+        return pair.frame.last_packet
+
+    return frame
+
+
+def _notes(message: Message, decode: bool) -> list[Any]:
+    found = message.all_notes()
+    if decode and message._tree is None and message.api_key in body_api_keys():
+        seen = {(n.severity, n.message) for n in found}
+        tree = message.tree(keep=False)
+        found.extend(n for n in tree.all_notes() if (n.severity, n.message) not in seen)
+    return found
+
+
+def _expert(part: Callable[[Any], Any]) -> Callable[[Message], Iterator[Any]]:
+    def values(message: Message) -> Iterator[Any]:
+        for item in _notes(message, decode=False):  # the cheap notes first
+            yield part(item)
+        if message._tree is None and message.api_key in body_api_keys():
+            known = len(message.all_notes())
+            for item in _notes(message, decode=True)[known:]:
+                yield part(item)
+
+    return values
+
+
+def _columns() -> dict[str, Column]:
+    number, string = NUMBER, STRING
+    one = _one
+    columns = {
+        "number": Column(number, "integer", one(lambda m: m.number)),
+        "frame": Column(number, "frame number", one(lambda m: m.frame.last_packet)),
+        "time": Column(number, "epoch seconds", one(lambda m: m.time)),
+        "stream": Column(number, "integer", one(lambda m: m.frame.connection.index)),
+        "src": Column(string, "address:port", one(lambda m: format_address(_ends(m)[0]))),
+        "dst": Column(string, "address:port", one(lambda m: format_address(_ends(m)[1]))),
+        "direction": Column(string, "string", one(lambda m: str(m.direction))),
+        "api_key": Column(number, "int16", one(lambda m: m.api_key)),
+        "api_name": Column(string, "string", one(lambda m: m.api_name)),
+        "api_version": Column(number, "int16", one(lambda m: m.api_version)),
+        "correlation_id": Column(number, "int32", one(lambda m: m.correlation_id)),
+        "client_id": Column(string, "string", one(_client_id)),
+        "length": Column(number, "int32", one(lambda m: m.length)),
+        "pair": Column(number, "message number", one(lambda m: None if m.pair is None else m.pair.number)),
+        "latency_ms": Column(number, "milliseconds", one(_latency_ms)),
+        "notes": Column(string, "string", _expert(str), costly=True),
+        "expert": Column(string, "expert id", _expert(lambda n: n.id or None), costly=True),
+        "expert.severity": Column(string, "severity", _expert(lambda n: str(n.severity)), costly=True),
+        "expert.message": Column(string, "string", _expert(lambda n: n.message), costly=True),
+        "ip.src": Column(ADDRESS, "IP address", one(lambda m: _ip(_ends(m)[0]))),
+        "ip.dst": Column(ADDRESS, "IP address", one(lambda m: _ip(_ends(m)[1]))),
+        "ip.addr": Column(ADDRESS, "IP address", lambda m: [_ip(end) for end in _ends(m)]),
+        "tcp.srcport": Column(number, "uint16", one(lambda m: _ends(m)[0][1])),
+        "tcp.dstport": Column(number, "uint16", one(lambda m: _ends(m)[1][1])),
+        "tcp.port": Column(number, "uint16", lambda m: [end[1] for end in _ends(m)]),
+        "kafka.request_key": Column(number, "int16", one(_only(True, lambda m: m.api_key))),
+        "kafka.response_key": Column(number, "int16", one(_only(False, lambda m: m.api_key))),
+        "kafka.request.version": Column(number, "int16", one(_only(True, lambda m: m.api_version))),
+        "kafka.response.version": Column(number, "int16", one(_only(False, lambda m: m.api_version))),
+        "kafka.request_frame": Column(number, "frame number", one(_pair_frame(want_request=True))),
+        "kafka.response_frame": Column(number, "frame number", one(_pair_frame(want_request=False))),
+    }
+    aliases = {
+        "frame.number": "frame", "frame.time_epoch": "time", "tcp.stream": "stream",
+        "kafka.api_key": "api_key", "kafka.api_version": "api_version",
+        "kafka.correlation_id": "correlation_id",
+        "kafka.client_id": "client_id", "kafka.len": "length",
+    }  # fmt: skip
+    columns.update((alias, columns[name]) for alias, name in aliases.items())
+    return columns
+
+
+COLUMNS: dict[str, Column] = _columns()
+
+# Wireshark's Kafka field names for body fields (`tshark -G fields`), as body paths.
+KAFKA_BODY_ALIASES: dict[str, tuple[str, ...]] = {
+    "kafka.error": ("ErrorCode",), "kafka.error_code": ("ErrorCode",),
+    "kafka.error_message": ("ErrorMessage",), "kafka.throttle_time": ("ThrottleTimeMs",),
+    "kafka.topic_name": ("Topics.Name", "TopicName"), "kafka.topic_id": ("TopicId",),
+    "kafka.partition_id": ("PartitionIndex", "PartitionIndexes", "PartitionId"),
+    "kafka.leader_id": ("LeaderId",), "kafka.leader_epoch": ("LeaderEpoch",),
+    "kafka.replica_id": ("ReplicaId", "ReplicaNodes"), "kafka.isr_id": ("IsrNodes",),
+    "kafka.offline_id": ("OfflineReplicas",), "kafka.producer_id": ("ProducerId",),
+    "kafka.producer_epoch": ("ProducerEpoch",), "kafka.node_id": ("NodeId",),
+    "kafka.host": ("Host",), "kafka.port": ("Port",), "kafka.rack": ("Rack",),
+    "kafka.is_internal": ("IsInternal",), "kafka.cluster_id": ("ClusterId",),
+    "kafka.transactional_id": ("TransactionalId",), "kafka.high_watermark": ("HighWatermark",),
+}  # fmt: skip
+
+
+# -- body fields: what the loaded definitions allow --------------------------------
+
+
+@dataclass(slots=True)
+class SchemaIndex:
+    """Field names of every loaded message body: their types, sub-fields and APIs."""
+
+    types: dict[str, set[str]]  # name -> Kafka type texts ("int32", "[]TopicResponse")
+    children: dict[str, set[str]]  # name -> names of the fields of its struct
+    apis: dict[str, set[int]]  # name -> API keys whose bodies have it
+
+    def kinds(self, name: str) -> set[str]:
+        return {value_kind(text) for text in self.types.get(name, ())}
+
+    def is_array(self, name: str) -> bool:
+        return any(text.startswith("[]") for text in self.types.get(name, ()))
+
+
+def value_kind(type_text: str) -> str:
+    """The kind of a field's values; an array's are its elements'."""
+    element = type_text.removeprefix("[]")
+    return _PRIMITIVE_KINDS.get(element, STRUCT)
+
+
+@cache
+def schema_index() -> SchemaIndex:
+    index = SchemaIndex({}, {}, {})
+    for spec in load_definitions():
+        if spec.api_key is not None:
+            _index_fields(index, spec, spec.fields, parent=None, seen=frozenset())
+    for name, (type_text, parents) in GENERATED_FIELDS.items():
+        index.types.setdefault(name, set()).add(type_text)
+        for parent in parents:
+            index.children.setdefault(parent, set()).add(name)
+            index.apis.setdefault(name, set()).update(index.apis.get(parent, ()))
+    return index
+
+
+def _index_fields(index: SchemaIndex, spec: MessageSpec, fields: tuple[FieldSpec, ...],
+                  parent: str | None, seen: frozenset[str]) -> None:
+    for field in fields:
+        name = field.name
+        index.types.setdefault(name, set()).add(field.type.text)
+        index.apis.setdefault(name, set()).add(spec.api_key or 0)
+        if parent is not None:
+            index.children.setdefault(parent, set()).add(name)
+        if not field.type.is_struct or field.type.element in seen:
+            continue
+        inner = field.fields or _struct_fields(spec, field.type.element)
+        _index_fields(index, spec, inner, name, seen | {field.type.element})
+
+
+def _struct_fields(spec: MessageSpec, name: str) -> tuple[FieldSpec, ...]:
+    try:
+        return spec.struct(name).fields
+    except KeyError:
+        return ()
+
+
+@cache
+def body_api_keys() -> frozenset[int]:
+    """API keys whose bodies are decoded field by field."""
+    return frozenset(s.api_key for s in load_definitions() if s.api_key is not None)
+
+
+# -- body fields: reading values ---------------------------------------------------
+
+
+class BodyFields(Protocol):
+    """The values of one decoded message body, by path (any depth for the first step)."""
+
+    def values(self, path: Path) -> Iterator[Any]: ...
+
+
+def body_fields(message: Message) -> BodyFields | None:
+    """The body of a message for filtering, decoded now (and not kept) unless it was."""
+    if message.api_key not in body_api_keys():
+        return None
+    if not message.is_request and message.pair is None:
+        return None  # a response is decodable only through its request
+    body = message_body(message.tree(keep=False))
+    return None if body is None else TreeBody(body)
+
+
+class TreeBody:
+    """`BodyFields` over the annotated tree: nodes by name, array elements after `length`."""
+
+    __slots__ = ("_by_name", "body")
+
+    def __init__(self, body: Node) -> None:
+        self.body = body
+        self._by_name: dict[str, list[Node]] | None = None
+
+    def values(self, path: Path) -> Iterator[Any]:
+        first, rest = path[0], path[1:]
+        for node in self._named().get(first.name, ()):
+            yield from _descend(node, first.index, rest)
+
+    def _named(self) -> dict[str, list[Node]]:
+        if self._by_name is None:
+            found: dict[str, list[Node]] = {}
+            for node in _field_nodes(self.body):
+                found.setdefault(node.name, []).append(node)
+            self._by_name = found
+        return self._by_name
+
+
+def _field_nodes(body: Node) -> Iterator[Node]:
+    """Every field node under a body, in order; array elements themselves are not fields."""
+    stack = list(reversed(body.children))
+    while stack:
+        node = stack.pop()
+        if node.name in _STRUCTURAL:
+            continue
+        if not _ELEMENT.fullmatch(node.name):
+            yield node
+        stack.extend(reversed(node.children))
+
+
+def _elements(array: Node) -> list[Node]:
+    return [c for c in array.children if c.name not in _STRUCTURAL and not c.generated]
+
+
+def _descend(node: Node, index: int | None, rest: Path) -> Iterator[Any]:
+    if node.type.startswith("[]"):
+        items = _elements(node)
+        if index is not None:
+            items = [items[index]] if -len(items) <= index < len(items) else []
+        for item in items:
+            yield from _descend_element(item, rest)
+        return
+    if index is not None:
+        return
+    if rest:
+        child = node.child(rest[0].name)
+        if child is not None:
+            yield from _descend(child, rest[0].index, rest[1:])
+    else:
+        yield from _leaf(node)
+
+
+def _leaf(node: Node) -> Iterator[Any]:
+    """A field's own value; a struct stands for itself (present, but equal to nothing)."""
+    if not node.children:
+        if node.value is not None:
+            yield node.value
+    elif any(child.name not in _STRUCTURAL for child in node.children):
+        yield node
+
+
+def _descend_element(element: Node, rest: Path) -> Iterator[Any]:
+    if not rest:
+        yield from _leaf(element)
+        return
+    child = element.child(rest[0].name)
+    if child is not None:
+        yield from _descend(child, rest[0].index, rest[1:])
+
+
+def scoped_structs(body: BodyFields) -> Iterator[dict[str, Any]]:
+    """Every struct of a body (the body, nested structs, array elements) as its scalar fields
+    by name, over those of the structs around it: a partition sees its topic's name."""
+    if not isinstance(body, TreeBody):
+        return iter(())
+    return _scoped(body.body, {})
+
+
+def _scoped(struct: Node, outer: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    scope = dict(outer)
+    inner: list[Node] = []
+    for child in struct.children:
+        if child.name in _STRUCTURAL:
+            continue
+        if child.type.startswith("[]"):
+            inner.extend(c for c in _elements(child) if c.children)
+        elif child.children:
+            inner.append(child)
+        elif child.value is not None:
+            scope[child.name] = child.value
+    yield scope
+    for node in inner:
+        yield from _scoped(node, scope)

@@ -1,0 +1,187 @@
+"""The command's outputs an operator relies on: time columns, frame numbers, --top,
+--interval, --stats as JSON, --export with filters, -i's counts and change marks,
+and one clear line for each mistake. Real captures, checked against tshark where it
+can say, else against the messages themselves."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import kdissect
+from kdissect.ingest.capture import read_records
+from kdissect.pipeline import read_messages
+from tests.conftest import missing
+from tests.test_cli import PRODUCERS, QUORUM, SUMMARY, TANSU
+from tests.test_cli import kdissect as run
+
+FRAMES = re.compile(r"^ *(?P<number>\d+) +(?P<frame>\d+) +(?P<time>\S+) ")
+
+
+def lines(*args: str | Path) -> list[str]:
+    return run(*args).stdout.splitlines()
+
+
+def tshark_fields(path: Path, *fields: str) -> list[list[str]]:
+    if shutil.which("tshark") is None:
+        missing("tshark is not installed")
+    command = ["tshark", "-r", str(path), "-T", "fields", *(x for f in fields for x in ("-e", f))]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
+    return [line.split("\t") for line in out.splitlines()]
+
+
+def test_relative_time_and_frame_numbers_agree_with_tshark_when_filtered():
+    """The time column stays relative to the capture's first packet when a filter hides
+    the first messages, as tshark's is; --frames is the number Wireshark shows."""
+    relative = {int(n): float(t) for n, t in tshark_fields(QUORUM, "frame.number", "frame.time_relative")}
+    shown = [FRAMES.match(line) for line in lines("--frames", "-Y", "api_key == 55 && api_version == 2", QUORUM)]
+    assert len(shown) == 24 and all(shown)
+    for match in shown:
+        assert match is not None
+        assert float(match["time"]) == pytest.approx(relative[int(match["frame"])], abs=1e-6)
+    assert float(shown[0]["time"]) > 1.0  # not restarted at the first message shown
+
+
+def test_absolute_time_prints_the_date_and_delta_time_the_gap_to_the_previous_shown():
+    messages = [m for m in read_messages(QUORUM) if m.api_key == 55][:4]
+    for option in ("a", "ad"):
+        shown = lines("-t", option, "--api", "55", "-c", "4", QUORUM)
+        for line, message in zip(shown, messages, strict=True):
+            date = datetime.fromtimestamp(message.time, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+            assert f" {date} " in line
+    deltas = [float(line.split()[1]) for line in lines("-t", "d", "--api", "55", "-c", "4", QUORUM)]
+    expected = [0.0] + [b.time - a.time for a, b in itertools.pairwise(messages)]
+    assert deltas == pytest.approx(expected, abs=2e-6)
+
+
+def test_a_slow_response_names_its_requests_client():
+    shown = lines("-Y", "latency_ms > 5", QUORUM)
+    assert shown and all(" Response " in line and "client=kdissect-story" in line for line in shown)
+    assert all(float(re.search(r" ([\d.]+) ms", line)[1]) > 5 for line in shown)  # type: ignore[index]
+
+
+def test_top_lists_the_slowest_exchanges_one_line_each():
+    messages = list(read_messages(QUORUM))
+    slowest = sorted((m for m in messages if m.latency is not None), key=lambda m: -m.latency)[:3]
+    out = lines("--top", "3", QUORUM)
+    assert out[:2] == ["Slowest 3 exchanges", "=" * 19]
+    for line, response in zip(out[2:], slowest, strict=True):
+        assert line.split()[0] == f"{response.latency * 1000:.3f}"
+        assert f"{response.api_name} v{response.api_version}" in line
+        assert 'client "kdissect-story"' in line and f"#{response.number}<-#{response.pair.number}" in line
+        assert line.endswith("no error")
+    producers = " ".join(lines("--top", "50", "-Y", "ErrorCode != 0", PRODUCERS))
+    assert producers.count("NOT_LEADER_OR_FOLLOWER") == 2
+
+
+def test_interval_buckets_count_from_the_first_packet():
+    messages = list(read_messages(QUORUM))
+    start = next(iter(read_records(QUORUM)))[1]  # the first packet, Kafka or not
+    data = json.loads(run("--interval", "500ms", "-T", "json", QUORUM).stdout)
+    rows = data["intervals"]
+    assert set(data) == {"intervals"}
+    assert len(rows) == math.floor((max(m.time for m in messages) - start) / 0.5) + 1
+    for row in rows:
+        inside = [m for m in messages if row["start"] <= m.time - start < row["end"]]
+        assert row["requests"] == sum(m.is_request for m in inside)
+        assert row["responses"] == sum(not m.is_request for m in inside)
+        latencies = sorted(m.latency * 1000 for m in inside if m.latency is not None)
+        if latencies:
+            assert row["p99_ms"] == pytest.approx(latencies[round(0.99 * (len(latencies) - 1))], abs=1e-6)
+        else:
+            assert row["p99_ms"] is None
+    text = lines("--interval", "0.5", QUORUM)
+    assert text[0] == "Intervals of 0.5 s from the capture's first packet"
+    assert len(text) == 3 + len(rows) + 1
+
+
+def test_stats_as_json_count_what_the_text_counts():
+    data = json.loads(run("--stats", "-T", "json", PRODUCERS).stdout)
+    apis = {(a["api"], a["version"]): a for a in data["apis"]}
+    assert apis[("DescribeProducers", 0)]["requests"] == 14
+    assert apis[("DescribeProducers", 0)]["errors"] == {"NOT_LEADER_OR_FOLLOWER": 2}
+    assert apis[("ApiVersions", 4)]["errors"] is None  # not decoded, which is not "no errors"
+    assert [c["client_id"] for c in data["clients"]] == ["kdissect-story"]
+    assert data["clients"][0]["exchanges"] == 17 and data["clients"][0]["errors"] == 2
+    text = run("--stats", PRODUCERS).stdout
+    assert re.search(r"^ApiVersions .* n/d$", text, re.M)
+    assert re.search(r'^"kdissect-story" +17 +2 ', text, re.M)
+
+
+def test_export_honours_the_filter_and_the_count(tmp_path: Path):
+    run("--export", tmp_path / "out", "--format", "csv", "-Y", "api_key == 55", "-c", "5", QUORUM)
+    exported = pd.read_csv(tmp_path / "out" / "messages.csv")
+    assert exported["api_key"].tolist() == [55] * 5
+    assert exported["number"].tolist() == [m.number for m in read_messages(QUORUM) if m.api_key == 55][:5]
+    run("--export", tmp_path / "errors", "--format", "csv", "-Y", "ErrorCode != 0", PRODUCERS)
+    assert len(pd.read_csv(tmp_path / "errors" / "messages.csv")) == 2
+
+
+def test_export_into_a_file_is_one_clear_line(tmp_path: Path):
+    target = tmp_path / "taken"
+    target.write_text("")
+    for where in (target, target / "below"):
+        result = run("--export", where, QUORUM, check=False)
+        assert result.returncode == 2
+        assert len(result.stderr.splitlines()) == 1 and "is not a directory" in result.stderr
+        assert "internal error" not in result.stderr
+
+
+def test_a_filter_error_is_one_line_naming_the_field_and_both_types():
+    result = run("-Y", 'Topics[].Partitions[].LeaderId == "one"', TANSU, check=False)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "kdissect: -Y: cannot compare field 'Topics[].Partitions[].LeaderId' (int32) with \"one\" (string)"]
+
+
+def test_info_counts_say_what_they_count_and_mark_changes():
+    producers = {int(line.split()[0]): line for line in lines("-i", "--api", "61", PRODUCERS)}
+    capture = kdissect.read_pcap(PRODUCERS)
+    table = capture.producers.dropna(subset=["producer_id"])
+    for number, rows in table.groupby("message"):
+        assert f"producers={rows.producer_id.nunique()} ({len(rows)} partition entries)" in producers[number]
+    bumped = [line for line in producers.values() if "changed since" in line]
+    assert bumped and all("producer epoch" in line for line in bumped)
+    quorum = [line for line in lines("-i", "--api", "55", QUORUM) if "changed since" in line]
+    assert len(quorum) == 1
+    assert quorum[0].split()[0] == "42"
+    assert quorum[0].endswith("changed since #40: leader 1->2 epoch 7->8 (__cluster_metadata:0)")
+    hidden = lines("-i", "-Y", "api_key == 55 && correlation_id == 9", QUORUM)  # #40 is not shown
+    assert hidden[-1] == quorum[0]
+
+
+def test_read_pcap_takes_api_names_as_the_command_does():
+    by_name = kdissect.read_pcap(QUORUM, apis=["DescribeQuorum"])
+    assert len(by_name) == len(kdissect.read_pcap(QUORUM, apis=[55])) == 32
+    assert len(lines("--api", "DescribeQuorum", QUORUM)) == 32
+    filtered = kdissect.read_pcap(QUORUM, filter="LeaderId == 2")
+    assert filtered.messages.number.tolist() == [42, 44, 46, 48, 50]
+    with pytest.raises(ValueError, match="'Nope' is not a Kafka API"):
+        kdissect.read_pcap(QUORUM, apis=["Nope"])
+
+
+def test_trees_and_messages_print_as_text_outside_jupyter():
+    capture = kdissect.read_pcap(QUORUM)
+    text = repr(capture.tree(8))
+    assert text.startswith("DescribeQuorumResponse message v0 [0x0000, 111B]\n+-- Frame")
+    shown = repr(capture.message(8)).splitlines()
+    assert SUMMARY.match(shown[0]) and shown[1] == text.splitlines()[0]
+
+
+def test_expert_ids_filter_and_travel_in_json(public_captures: Path):
+    capture = public_captures / "ndpi_kafka.pcapng"
+    records = [json.loads(line) for line in
+               run("-T", "jsonl", "-Y", 'expert == "kafka.request_missing"', capture).stdout.splitlines()]
+    assert records and all(r["direction"] == "response" and r["pair"] is None for r in records)
+    assert all(any(n["id"] == "kafka.request_missing" for n in r["notes"]) for r in records)
+    orphans = [m for m in read_messages(capture) if not m.is_request and m.pair is None]
+    assert [r["number"] for r in records] == [m.number for m in orphans]

@@ -1,0 +1,44 @@
+"""--stats' text: client ids quoted (the empty one visible), error names counted and wrapped."""
+
+from __future__ import annotations
+
+from kdissect.error_codes import error_name
+from kdissect.ingest.framing import Direction
+from kdissect.pair.message import parse_message
+from kdissect.pair.pairing import pair_messages
+from kdissect.present.stats import WRAP, ApiStats, Statistics
+from tests.test_pairing import frame, request_bytes, response_bytes
+
+
+def test_the_empty_client_id_is_shown_quoted_apart_from_a_missing_one():
+    frames = [
+        frame(request_bytes(3, 1, 1, client_id=b""), Direction.REQUEST, 1, 1.0),
+        frame(response_bytes(1), Direction.RESPONSE, 2, 1.25),
+        frame(request_bytes(3, 1, 2, client_id=b"app"), Direction.REQUEST, 3, 2.0),
+        frame(response_bytes(2), Direction.RESPONSE, 4, 2.5),
+        frame(response_bytes(9), Direction.RESPONSE, 5, 3.0),  # its request is not in the capture
+    ]
+    statistics = Statistics()
+    for message in pair_messages(parse_message(n, f) for n, f in enumerate(frames, 1)):
+        statistics.add(message)
+    text = statistics.render()
+    clients = text.split("Latency by client id")[1].split("Connections")[0].splitlines()
+    assert any(line.startswith('""  ') and "250.000" in line for line in clients)
+    assert any(line.startswith('"app"  ') and "500.000" in line for line in clients)
+    assert any(line.startswith("(none)  ") for line in clients)
+    assert statistics.as_dict()["clients"][0]["client_id"] in ("", "app", None)
+
+
+def test_many_error_names_are_counted_and_wrapped():
+    statistics = Statistics()
+    api = statistics.apis[("DescribeTopicPartitions", 0)] = ApiStats(requests=1, responses=1, decoded=True)
+    for code in range(1, 60):
+        api.errors[error_name(code)] += code
+    lines = statistics.render().splitlines()
+    section = lines[lines.index("Error codes") + 2 :]
+    section = section[: section.index("")]
+    assert len(section) > 5 and all(len(line) <= WRAP for line in section)
+    assert section[0].startswith(f"DescribeTopicPartitions v0: {error_name(59)} x59, ")
+    assert sum(line.count(" x") for line in section) == 59
+    api_row = next(line for line in lines if line.startswith("DescribeTopicPartitions "))
+    assert api_row.split()[-1] == str(sum(range(1, 60)))
