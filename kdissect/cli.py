@@ -36,7 +36,7 @@ examples:
   tcpdump -i any -U -w - port 9092 | kdissect -     live, streaming
 
 filter fields (-Y): number frame time stream src dst direction api_key api_name
-  api_version correlation_id client_id length pair latency_ms notes
+  api_version correlation_id client_id length pair latency_ms tls notes
   operators: == != < <= > >= in, not in, and/or/not (&& || ! also work)
 
 exit status: 0 when every capture was read (malformed messages are reported, not
@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         "statistics instead of the message list")
     add("--export", metavar="DIR", help="write the analysis tables to DIR instead of listing")
     add("--format", choices=("parquet", "csv"), default="parquet", help="format for --export")
+    add("--tls-keylog", action="append", metavar="FILE",
+        help="decrypt TLS with the session keys of an NSS key log (SSLKEYLOGFILE); repeatable")
+    add("--show-secrets", action="store_true",
+        help="show SASL passwords, SCRAM proofs and tokens (masked by default)")
     add("--max-frame-size", type=_positive, default=MAX_FRAME_SIZE, metavar="BYTES",
         help=f"largest plausible Kafka frame (default {MAX_FRAME_SIZE})")
     add("--version", action="version", version=f"kdissect {__version__}")
@@ -124,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         keep = _selector(args)
     except FilterError as exc:
         parser.error(str(exc))
+    if args.tls_keylog:  # read once for every capture; cryptography is imported only now
+        from kdissect.ingest.tls import KeyLogError, load_keylog
+
+        try:
+            args.tls_keylog = load_keylog(args.tls_keylog)
+        except KeyLogError as exc:
+            parser.error(f"--tls-keylog: {exc}")
     try:
         return _run(args, keep)
     except KeyboardInterrupt:
@@ -192,7 +203,8 @@ def _messages(path: str, args: argparse.Namespace) -> Iterator[Message | None]:
     try:
         yield from read_messages(progress.reader, ports=[*DEFAULT_PORTS, *args.port],
                                  detect=not args.no_detect, max_frame_size=args.max_frame_size,
-                                 report=problems)
+                                 report=problems, tls_keylog=args.tls_keylog,
+                                 show_secrets=args.show_secrets)
     except CaptureError as exc:
         _warn(f"{_display_name(path)}: {exc}")
         yield None

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, BinaryIO, TypeAlias
 
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, read_frames
+from kdissect.ingest.sasl import mask_secrets
 from kdissect.notes import Note
 from kdissect.pair.message import Message, parse_message
 from kdissect.pair.pairing import pair_messages
@@ -26,6 +27,7 @@ def read_messages(
     max_frame_size: int = MAX_FRAME_SIZE,
     report: Callable[[Note], None] | None = None,
     tls_keylog: KeyLogSource | None = None,
+    show_secrets: bool = False,
 ) -> Iterator[Message]:
     """Every Kafka message of a capture, paired, in capture order, streaming.
 
@@ -35,6 +37,7 @@ def read_messages(
 
     `tls_keylog` (NSS key log files, or a `kdissect.ingest.tls.KeyLog`) decrypts
     TLS connections; a key log file that cannot be read raises `KeyLogError`.
+    SASL passwords, proofs and tokens are masked in the frames unless `show_secrets`.
     """
     keys = None
     if tls_keylog is not None:
@@ -43,5 +46,6 @@ def read_messages(
         keys = load_keylog(tls_keylog)
     frames = read_frames(source, ports=ports, detect=detect, max_frame_size=max_frame_size,
                          report=report, tls_keys=keys)
+    frames = mask_secrets(frames, show_secrets=show_secrets)
     messages = (parse_message(number, frame) for number, frame in enumerate(frames, 1))
     return pair_messages(messages)

@@ -21,7 +21,7 @@ from kdissect.dissectors import Columns
 from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
-from kdissect.pipeline import read_messages
+from kdissect.pipeline import KeyLogSource, read_messages
 from kdissect.present.records import json_value, message_record
 
 if TYPE_CHECKING:
@@ -33,18 +33,23 @@ def read_pcap(
     ports: Iterable[int] = DEFAULT_PORTS,
     apis: Iterable[int] | None = None,
     detect: bool = True,
+    tls_keylog: KeyLogSource | None = None,
+    show_secrets: bool = False,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
     `ports` are extra TCP ports to treat as Kafka (9092 always is); `apis`
-    keeps only those API keys (requests and their responses).
+    keeps only those API keys (requests and their responses); `tls_keylog`
+    (NSS key log files) decrypts TLS connections; SASL secrets are masked
+    unless `show_secrets`.
     """
     problems: list[Note] = []
     keep = None if apis is None else frozenset(apis)
     messages = [
         message
         for message in read_messages(path, ports=[*DEFAULT_PORTS, *ports], detect=detect,
-                                     report=problems.append)
+                                     report=problems.append, tls_keylog=tls_keylog,
+                                     show_secrets=show_secrets)
         if keep is None or message.api_key in keep
     ]
     source = getattr(path, "name", "") if hasattr(path, "read") else os.fspath(path)
@@ -184,7 +189,7 @@ _MESSAGE_DTYPES = {
     "number": "int64", "frame": "int64", "time": "utc", "stream": "int64", "src": "category",
     "dst": "category", "direction": "category", "api_key": "Int64", "api_name": "category",
     "api_version": "Int64", "correlation_id": "Int64", "client_id": "category", "length": "Int64",
-    "pair": "Int64", "latency_ms": "Float64", "notes": "string",
+    "pair": "Int64", "latency_ms": "Float64", "tls": "bool", "notes": "string",
 }  # fmt: skip
 
 

@@ -28,7 +28,8 @@ def export_files(
             status = EXIT_USAGE
             continue
         try:
-            capture = read_pcap(stream, ports=args.port, apis=args.api, detect=not args.no_detect)
+            capture = read_pcap(stream, ports=args.port, apis=args.api, detect=not args.no_detect,
+                                tls_keylog=args.tls_keylog, show_secrets=args.show_secrets)
         except CaptureError as exc:
             warn(f"{path}: {exc}")
             status = EXIT_USAGE

@@ -25,6 +25,8 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
     when = _clock(frame.last_time) if base_time is None else f"{frame.last_time - base_time:.6f}"
     correlation = "?" if message.correlation_id is None else message.correlation_id
     text = f"{message.number:>6} {when:>12} {_route(message)} corr={correlation}"
+    if frame.connection.tls:
+        text += " [tls]"
     if body_info:
         details = info(message, body_info=True)
         if details:
