@@ -78,8 +78,12 @@ def drive(bootstrap: str, story: ProducersStory, config: dict[str, Any], calls: 
 
 
 def record(output: Path, *, tls: str | None = None, sasl: str | None = None,
-           ciphers: str | None = None, calls: int = CALLS) -> dict[str, Any]:
-    """Record one run; returns what the peer logged (its ``exchanges``) and the key log path."""
+           ciphers: str | None = None, calls: int = CALLS, port: int = 0) -> dict[str, Any]:
+    """Record one run; returns what the peer logged (its ``exchanges``) and the key log path.
+
+    ``port`` 0 lets the system choose; twins to compare must share a port, which the
+    peer's Metadata answers carry.
+    """
     keylog = output.with_suffix(".keys") if tls else None
     if keylog is not None and keylog.exists():
         keylog.unlink()
@@ -87,7 +91,7 @@ def record(output: Path, *, tls: str | None = None, sasl: str | None = None,
     served: Any = SaslStory(story, sasl, USER, PASSWORD) if sasl else story
     with tempfile.TemporaryDirectory() as scratch:
         context = server_context(*self_signed_certificate(Path(scratch))) if tls else None
-        peer = TlsPeer(served, context) if context is not None else _plain_peer(served)
+        peer = TlsPeer(served, context, port) if context is not None else _plain_peer(served, port)
         with peer:
             story.port = peer.port
             with Tcpdump(output, f"tcp port {peer.port}"):
@@ -97,10 +101,10 @@ def record(output: Path, *, tls: str | None = None, sasl: str | None = None,
     return {"port": peer.port, "keylog": keylog, "exchanges": exchanges}
 
 
-def _plain_peer(story: Any) -> Any:
+def _plain_peer(story: Any, port: int) -> Any:
     from tools.scripted_peer import ScriptedPeer
 
-    return ScriptedPeer(story)
+    return ScriptedPeer(story, port)
 
 
 def main(argv: list[str] | None = None) -> int:
