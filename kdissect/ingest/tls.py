@@ -39,6 +39,7 @@ TLS12, TLS13 = 0x0303, 0x0304
 SUPPORTED_VERSIONS = 0x002B
 MAX_RECORD = (1 << 14) + 2048  # the largest TLSCiphertext fragment TLS 1.2 allows
 MAX_HANDSHAKE = 1 << 20  # handshake bytes buffered per direction before giving up
+MAX_TRIALS = 20_000  # decryptions tried to find the records again after lost bytes
 TAG = 16
 # A ServerHello whose random is this is a HelloRetryRequest (RFC 8446, 4.1.3).
 HELLO_RETRY = hashlib.sha256(b"HelloRetryRequest").digest()
@@ -528,7 +529,10 @@ class _RecordReader:
         self.next_secret: bytes | None = None  # TLS 1.3 application secret after Finished
         self.pending_secret: bytes | None = None  # to switch to after the current record
         self.dead = False
-        self.failed = False  # a record failed authentication
+        self.lost: int | None = None  # ciphertext bytes lost while out of sync (None: in sync)
+        self.lost_at = (0, 0.0)  # packet and time where sync was lost
+        self.trials = 0  # decryptions tried while out of sync
+        self.lost_sequence = 0  # the sequence number expected when sync was lost
 
     # --- events from reassembly ---
 
@@ -545,11 +549,27 @@ class _RecordReader:
     def gap(self, offset: int, size: int, number: int, timestamp: float, reason: str) -> None:
         if self.dead or self.layer.stopped:
             return
+        if self.cipher is None:  # during the handshake: nothing to find the records again with
+            self.layer.note(f"{size} bytes of the TLS stream are missing at offset {offset} "
+                            f"({reason}) before its keys are in use; not decrypted further")
+            self.dead = True
+            return
         self.layer.note(f"{size} bytes of the TLS stream are missing at offset {offset} "
-                        f"({reason}); TLS records cannot be opened after a gap, so this "
-                        "direction is not decrypted further")
-        self.dead = True
-        self.layer.plain_gap(self.side, size, number, timestamp, "TLS records missing")
+                        f"({reason}); the records after them are found again by trying the "
+                        "sequence numbers the lost bytes could hold (decryption stops if none "
+                        "opens)")
+        self._lose_sync(size + len(self.buffer), number, timestamp)
+        self.buffer.clear()
+        self.offset = offset + size
+
+    def _lose_sync(self, lost: int, number: int, timestamp: float) -> None:
+        """Record boundaries and the sequence number are unknown from here on."""
+        if self.lost is None and self.cipher is not None:
+            self.lost_sequence = self.cipher.sequence
+        self.lost = (self.lost or 0) + lost
+        self.lost_at = (number, timestamp)
+        self.notes.clear()
+        self.trials = 0
 
     def duplicate(self, offset: int, size: int, number: int, differs: bool) -> None:
         pass  # retransmitted ciphertext: delivered once by reassembly already
@@ -558,14 +578,23 @@ class _RecordReader:
 
     def _records(self, number: int, timestamp: float) -> None:
         buffer = self.buffer
+        if self.lost is not None and not self._resync():
+            return
         position = 0
         while len(buffer) - position >= 5 and not self.dead:
             content_type, version, length = _HEADER.unpack_from(buffer, position)
             if content_type not in (20, 21, 22, 23) or version >> 8 != 3 or length > MAX_RECORD:
                 self.layer.note(f"no TLS record header at stream offset {self.offset + position} "
-                                "(not TLS, or corrupt); this direction is not decrypted further")
-                self.dead = True
-                break
+                                "(not TLS, or corrupt)" + ("; records are looked for after it"
+                                                           if self.cipher else ""))
+                if self.cipher is None:
+                    self.dead = True
+                    break
+                del buffer[:position]
+                self.offset += position
+                self._lose_sync(0, number, timestamp)
+                self._records(number, timestamp)
+                return
             end = position + 5 + length
             if end > len(buffer):
                 break
@@ -596,6 +625,70 @@ class _RecordReader:
             self.layer.give_up("TLS 1.3 record before any key; this connection is not decrypted")
             return
         self._content(content_type, fragment, number, timestamp, notes, protected=False)
+
+    # --- finding records again after lost bytes ---
+
+    def _resync(self) -> bool:
+        """Find the next record that opens with one of the sequence numbers the lost bytes
+        could hold; True when found (the buffer then starts with it, the cipher set to it)."""
+        buffer, cipher = self.buffer, self.cipher
+        assert cipher is not None and self.lost is not None
+        position = 0
+        while len(buffer) - position >= 5:
+            content_type, version, length = _HEADER.unpack_from(buffer, position)
+            end = position + 5 + length
+            if content_type in (21, 22, 23) and version == TLS12 and TAG <= length <= MAX_RECORD:
+                if end > len(buffer):
+                    break  # wait for the whole candidate record
+                found = self._try_sequences(cipher, content_type, version,
+                                            bytes(buffer[position + 5:end]), position)
+                if found:
+                    self._resynced(position)
+                    return True
+                if self.dead:
+                    return False
+            position += 1
+        self.lost += position
+        del buffer[:position]
+        self.offset += position
+        return False
+
+    def _try_sequences(self, cipher: RecordCipher, content_type: int, version: int,
+                       fragment: bytes, position: int) -> bool:
+        lost = self.lost or 0
+        smallest = 5 + TAG + (8 if cipher.explicit_nonce else 0)
+        first = cipher.sequence
+        candidates = list(range(first, first + min((lost + position) // smallest + 2, 4096)))
+        if cipher.explicit_nonce:  # OpenSSL and most stacks send the sequence number there
+            hinted = int.from_bytes(fragment[:8], "big")
+            if first <= hinted < first + 1_000_000:
+                candidates.insert(0, hinted)
+        for sequence in candidates:
+            self.trials += 1
+            if self.trials > MAX_TRIALS:
+                self.dead = True  # noted when sync was lost: decryption stops
+                return False
+            cipher.sequence = sequence
+            try:
+                cipher.open(content_type, version, fragment)
+            except InvalidTag:
+                continue
+            cipher.sequence = sequence  # opened again, for real, by the record loop
+            return True
+        cipher.sequence = first
+        return False
+
+    def _resynced(self, position: int) -> None:
+        assert self.cipher is not None and self.lost is not None
+        del self.buffer[:position]
+        self.offset += position
+        number, timestamp = self.lost_at
+        cipher = self.cipher
+        overhead = 5 + TAG + (8 if cipher.explicit_nonce else 0) + (1 if cipher.tls13 else 0)
+        records = cipher.sequence - self.lost_sequence  # lost whole or in part
+        lost = self.lost + position - records * overhead  # their plaintext (TLS 1.3: unpadded)
+        self.lost = None
+        self.layer.plain_gap(self.side, max(lost, 1), number, timestamp, "TLS records missing")
 
     def _failed(self, cipher: RecordCipher, fragment: bytes, number: int, timestamp: float) -> None:
         """A record whose tag does not verify: lost, and the next one is tried in its place."""
