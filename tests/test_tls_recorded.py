@@ -200,6 +200,35 @@ def test_a_tampered_record_is_one_note_and_the_following_records_decode(
     assert orphan.pair is None
 
 
+def drop_packet(pcap: Path, packet: int, output: Path) -> None:
+    """A copy of a pcap without packet number `packet`."""
+    data = pcap.read_bytes()
+    parts, position, number = [data[:24]], 24, 0
+    while position < len(data):
+        length = struct.unpack_from("<I", data, position + 8)[0]
+        number += 1
+        if number != packet:
+            parts.append(data[position:position + 16 + length])
+        position += 16 + length
+    output.write_bytes(b"".join(parts))
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("name", ["tls12", "tls13"])
+def test_records_after_a_lost_packet_are_found_again(recordings: Recordings, name: str,
+                                                     tmp_path: Path) -> None:
+    run = recordings.run(name)
+    messages, _ = decode(run["pcap"], run["keylog"])
+    target = [m for m in messages if m.api_key == DESCRIBE_PRODUCERS and m.is_request][1]
+    assert target.frame.first_packet == target.frame.last_packet  # one record, one packet
+    lossy = tmp_path / "lossy.pcap"
+    drop_packet(run["pcap"], target.frame.last_packet, lossy)
+    after, problems = decode(lossy, run["keylog"])
+    assert len(problems) == 1 and "found again" in problems[0]
+    kept = [(m.is_request, m.correlation_id, m.frame.data) for m in messages if m is not target]
+    assert [(m.is_request, m.correlation_id, m.frame.data) for m in after] == kept
+
+
 @pytest.mark.broker
 @pytest.mark.parametrize("name", ["tls12", "tls13_scram"])
 def test_tshark_with_the_same_key_log_finds_the_same_kafka_messages(
