@@ -16,9 +16,9 @@ import pytest
 from craft import Conversation, ethernet, metadata_request, metadata_response, pcap_bytes, records
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
-from tls_craft import Session, tls12_session, tls13_session
+from tls_craft import Session, server_hello, tls12_session, tls13_session
 
-from kdissect.ingest.tls import KeyLog, KeyLogError, hkdf_expand_label, load_keylog
+from kdissect.ingest.tls import HELLO_RETRY, KeyLog, KeyLogError, hkdf_expand_label, load_keylog
 from kdissect.notes import Note
 from kdissect.pipeline import read_messages
 
@@ -279,3 +279,32 @@ def test_corrupt_record_length_loses_sync_and_the_next_records_are_found() -> No
     assert [m for m in messages if m[0]] == [(True, REQUESTS[n]) for n in (0, 2, 3)]
     assert [m for m in messages if not m[0]] == [(False, r) for r in RESPONSES]
     assert len(problems) == 1 and "no TLS record header" in problems[0]
+
+
+def test_connection_seen_after_its_handshake_is_one_no_keys_note() -> None:
+    session = tls13_session()
+    talk = Conversation.between(CLIENT, SERVER)  # no SYN, no hello: the middle of a connection
+    talk.send(True, session.client.seal(REQUESTS[0]))
+    talk.send(False, session.server.seal(RESPONSES[0]))
+    messages, problems = decode(talk, keylog=session.keylog)
+    assert messages == []
+    assert problems == ["warn: 10.0.0.1:40000 <-> 10.0.0.2:9092: TLS, no keys: the capture starts "
+                        "after the TLS handshake (keys are found by the ClientHello's random); "
+                        "not decrypted"]
+
+
+def test_hello_retry_request_is_not_taken_for_the_server_hello() -> None:
+    session = tls13_session()
+    retry = server_hello(HELLO_RETRY, 0x1301, tls13=True)
+    talk = Conversation.between(CLIENT, SERVER)
+    talk.handshake()
+    talk.send(True, session.client_hello)
+    talk.send(False, retry)
+    talk.send(True, session.client_hello)  # the second ClientHello keeps the random
+    talk.send(False, session.server_first)
+    talk.send(True, session.client_finish)
+    for request, response in zip(REQUESTS, RESPONSES, strict=True):
+        talk.send(True, session.client.seal(request))
+        talk.send(False, session.server.seal(response))
+    messages, problems = decode(talk, keylog=session.keylog)
+    assert messages == clear() and problems == []

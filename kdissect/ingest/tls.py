@@ -405,9 +405,11 @@ class TlsLayer:
             self.report(warn(f"{self.name}: {text}"))
 
     def give_up(self, text: str) -> None:
+        """Nothing more of this connection can be decrypted: say why, and stop reassembling it."""
         self.note(text)
         for side in self.sides:
             side.dead = True
+        self.stop()
 
     # --- plaintext out ---
 
@@ -508,8 +510,12 @@ class TlsLayer:
                 self.suite.hash_name, reader.secret, b"traffic upd", b"", self.suite.hash_length)
 
     def close(self) -> None:
-        if not self.stopped and not self.decrypted and not self.noted and self.client_hello:
-            self.note("TLS, no keys: no record of this connection could be decrypted")
+        if self.stopped or self.decrypted or self.noted:
+            return
+        if self.client_hello is not None and self.server_hello is None:
+            self.note("TLS handshake without a ServerHello in the capture; not decrypted")
+        elif self.client_hello is not None:
+            self.note("TLS, no record of this connection could be decrypted")
 
 
 class _RecordReader:
@@ -621,8 +627,9 @@ class _RecordReader:
                 self.secret, self.pending_secret = self.pending_secret, None
                 self.cipher = RecordCipher.from_secret(self.layer.suite, self.secret)
             return
-        if self.tls13 and content_type == APPLICATION_DATA:
-            self.layer.give_up("TLS 1.3 record before any key; this connection is not decrypted")
+        if content_type == APPLICATION_DATA:
+            self.layer.give_up("TLS, no keys: the capture starts after the TLS handshake (keys "
+                               "are found by the ClientHello's random); not decrypted")
             return
         self._content(content_type, fragment, number, timestamp, notes, protected=False)
 
@@ -702,11 +709,8 @@ class _RecordReader:
 
     def _content(self, content_type: int, data: bytes, number: int, timestamp: float,
                  notes: tuple[Note, ...], *, protected: bool) -> None:
-        if content_type == APPLICATION_DATA:
-            if protected:
-                self.layer.plaintext(self.side, data, number, timestamp, notes)
-            else:
-                self.layer.give_up("unprotected TLS application data; not decrypted")
+        if content_type == APPLICATION_DATA:  # only ever protected: see _record
+            self.layer.plaintext(self.side, data, number, timestamp, notes)
         elif content_type == HANDSHAKE:
             self._handshake(data, protected)
         elif content_type == CHANGE_CIPHER_SPEC and not self.tls13 and not protected:
