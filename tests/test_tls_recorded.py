@@ -9,10 +9,12 @@ same key log, finds the same Kafka messages in the same packets.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,17 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.records import tree_record
-from tests.conftest import missing
+from tests.conftest import ROOT, missing
 
 DESCRIBE_PRODUCERS, SASL_AUTHENTICATE = 61, 36
-RUNS = {  # name: (TLS version, SASL mechanism, OpenSSL cipher list)
+RUNS: dict[str, tuple[str, str | None, str | None]] = {
+    # name: (TLS version, SASL mechanism, OpenSSL cipher list; for TLS 1.3 its suites)
     "tls12": ("1.2", None, None),
-    "tls13": ("1.3", None, None),
+    "tls13": ("1.3", None, None),  # OpenSSL's choice: TLS_AES_256_GCM_SHA384
     "tls12_chacha": ("1.2", None, "ECDHE-ECDSA-CHACHA20-POLY1305"),
+    "tls12_aes128": ("1.2", "SCRAM-SHA-256", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+    "tls13_chacha": ("1.3", None, "TLS_CHACHA20_POLY1305_SHA256"),
+    "tls13_aes128": ("1.3", "PLAIN", "TLS_AES_128_GCM_SHA256"),
     "tls12_plain": ("1.2", "PLAIN", None),
     "tls13_scram": ("1.3", "SCRAM-SHA-256", None),
 }
@@ -55,13 +61,29 @@ class Recordings:
             pcap = self.directory / f"{name}.pcap"
             for attempt in range(3):  # a busy machine can make the kernel drop packets
                 try:
-                    result = record(pcap, tls=tls, sasl=sasl, ciphers=ciphers, port=self.port)
+                    if tls == "1.3" and ciphers:
+                        result = self.record_elsewhere(pcap, sasl, ciphers)
+                    else:
+                        result = record(pcap, tls=tls, sasl=sasl, ciphers=ciphers, port=self.port)
                     break
-                except RecordingError:
+                except (RecordingError, subprocess.CalledProcessError):
                     if attempt == 2:
                         raise
             self.done[name] = {**result, "pcap": pcap}
         return self.done[name]
+
+    def record_elsewhere(self, pcap: Path, sasl: str | None, suites: str) -> dict[str, Any]:
+        """TLS 1.3 suites are OpenSSL configuration: recorded by a process of its own."""
+        from tools.record_tls import tls13_suites_config
+
+        config = pcap.with_suffix(".cnf")
+        config.write_text(tls13_suites_config(suites))
+        command = [sys.executable, "-m", "tools.record_tls", str(pcap), "--tls", "1.3",
+                   "--port", str(self.port), *(["--sasl", sasl] if sasl else [])]
+        subprocess.run(command, check=True, capture_output=True, timeout=120, cwd=ROOT,
+                       env={**os.environ, "OPENSSL_CONF": str(config)})
+        sidecar = json.loads(pcap.with_suffix(".json").read_text())
+        return {**sidecar, "keylog": pcap.with_suffix(".keys")}
 
     def run(self, name: str) -> dict[str, Any]:
         return self.get(name, *RUNS[name])
@@ -120,6 +142,24 @@ def test_decrypted_messages_equal_the_clear_text_twin(recordings: Recordings, na
         assert response is not None and response.pair is request
         assert response.latency is not None and 0 < response.latency < 5
     assert sum(m.api_key == DESCRIBE_PRODUCERS for m in requests) == 3
+    suites = set(tshark_suites(run["pcap"]))  # what was tested, as tshark reads it
+    assert len(suites) == 1 and (RUNS[name][2] is None or suites == {RUNS[name][2]}), suites
+
+
+def tshark_suites(pcap: Path) -> list[str]:
+    """The cipher suite of each ServerHello, by name."""
+    if shutil.which("tshark") is None:
+        missing("tshark is not installed")
+    found = subprocess.run(["tshark", "-r", str(pcap), "-Y", "tls.handshake.type == 2",
+                            "-T", "fields", "-e", "tls.handshake.ciphersuite"],
+                           capture_output=True, text=True, check=True, timeout=120).stdout
+    return [SUITE_NAMES.get(int(code, 16), code) for code in found.split()]
+
+
+SUITE_NAMES = {0x1301: "TLS_AES_128_GCM_SHA256", 0x1302: "TLS_AES_256_GCM_SHA384",
+               0x1303: "TLS_CHACHA20_POLY1305_SHA256",
+               0xC02B: "ECDHE-ECDSA-AES128-GCM-SHA256", 0xC02C: "ECDHE-ECDSA-AES256-GCM-SHA384",
+               0xCCA9: "ECDHE-ECDSA-CHACHA20-POLY1305"}
 
 
 @pytest.mark.broker

@@ -3,17 +3,23 @@
     python -m tools.record_tls out.pcap --tls 1.3 --sasl SCRAM-SHA-256
     python -m tools.record_tls twin.pcap --sasl SCRAM-SHA-256        # the clear-text twin
 
+Python's ssl has no setting for TLS 1.3 cipher suites; OpenSSL's configuration
+does: run with ``OPENSSL_CONF`` naming a file whose ``system_default`` section says
+``Ciphersuites = TLS_CHACHA20_POLY1305_SHA256`` (see ``tls13_suites_config``).
+
 The real kafka-python admin client, with an SSL context that writes its session
 keys (``keylog_filename``), calls describe_producers a few times on a peer whose
 sockets Python's ssl (OpenSSL) wraps. The key log is written next to the
 capture (same name, ``.keys``). Everything the peer says is fixed (its clock too,
 the SCRAM salt and nonces), so a TLS recording and its clear-text twin carry the
 same Kafka bytes, and decrypting one must give exactly the other's messages.
+What the peer logged is written next to the capture too (``.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import uuid
@@ -107,6 +113,13 @@ def _plain_peer(story: Any, port: int) -> Any:
     return ScriptedPeer(story, port)
 
 
+def tls13_suites_config(suites: str) -> str:
+    """An OpenSSL configuration file's text limiting TLS 1.3 to ``suites`` (colon-separated)."""
+    return ("openssl_conf = openssl_init\n[openssl_init]\nssl_conf = ssl_module\n"
+            "[ssl_module]\nsystem_default = tls_defaults\n[tls_defaults]\n"
+            f"Ciphersuites = {suites}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.record_tls", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,9 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sasl", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
     parser.add_argument("--ciphers", help="OpenSSL cipher list for TLS 1.2")
     parser.add_argument("--calls", type=int, default=CALLS)
+    parser.add_argument("--port", type=int, default=0, help="loopback port (default: any free)")
     arguments = parser.parse_args(argv)
     result = record(arguments.output, tls=arguments.tls, sasl=arguments.sasl,
-                    ciphers=arguments.ciphers, calls=arguments.calls)
+                    ciphers=arguments.ciphers, calls=arguments.calls, port=arguments.port)
+    sidecar = {"port": result["port"], "exchanges": result["exchanges"],
+               "keylog": None if result["keylog"] is None else Path(result["keylog"]).name}
+    arguments.output.with_suffix(".json").write_text(json.dumps(sidecar, indent=1) + "\n")
     print(f"{arguments.output}: {len(result['exchanges'])} exchanges with the peer on port "
           f"{result['port']}" + (f"; keys in {result['keylog']}" if result["keylog"] else ""))
     return 0
