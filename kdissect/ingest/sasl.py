@@ -16,14 +16,15 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kdissect.ingest.framing import Direction, Frame
-from kdissect.notes import Note, chat
+from kdissect.notes import chat
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 MASK = 0x2A  # "*"
 MAX_PENDING = 1024  # SaslAuthenticate requests remembered per connection until answered
+MAX_CONNECTIONS = 65536  # connections whose SASL state is remembered
 _HEADER = struct.Struct(">ihhi")
 _SCRAM_SECRET = re.compile(rb"(?:^|,)(?:p|v)=([^,]*)")
 _BEARER = re.compile(rb"auth=Bearer ([^\x01]*)", re.IGNORECASE)
@@ -169,7 +170,10 @@ class _ConnectionState:
 
 
 def mask_secrets(frames: Iterable[Frame], *, show_secrets: bool = False) -> Iterator[Frame]:
-    """The frames, SASL secrets masked (unless `show_secrets`) and SASL steps noted."""
+    """The frames, SASL secrets masked (unless `show_secrets`) and SASL steps noted.
+
+    A SASL frame comes out as a new frame (masked bytes, one more note); the rest as is.
+    """
     states: dict[int, _ConnectionState] = {}
     for frame in frames:
         data = frame.data
@@ -178,49 +182,47 @@ def mask_secrets(frames: Iterable[Frame], *, show_secrets: bool = False) -> Iter
             if frame.direction is Direction.REQUEST and len(data) >= 14:
                 key, version, correlation = _HEADER.unpack_from(data, 0)[1:]
                 if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
-                    state = states.setdefault(frame.connection.index, _ConnectionState())
-                    _sasl_request(frame, state, key, version, correlation, show_secrets)
+                    if state is None:
+                        state = states[frame.connection.index] = _ConnectionState()
+                        if len(states) > MAX_CONNECTIONS:
+                            del states[next(iter(states))]
+                    frame = _sasl_request(frame, state, key, version, correlation, show_secrets)
             elif state is not None and state.pending:
                 correlation = struct.unpack_from(">i", data, 4)[0]
                 version = state.pending.pop(correlation, None)
                 if version is not None:
-                    _sasl_token(frame, state, False, version, show_secrets)
+                    frame = _sasl_token(frame, state, False, version, show_secrets)
         yield frame
 
 
 def _sasl_request(frame: Frame, state: _ConnectionState, key: int, version: int,
-                  correlation: int, show_secrets: bool) -> None:
+                  correlation: int, show_secrets: bool) -> Frame:
     if key == SASL_HANDSHAKE:
         state.mechanism = handshake_mechanism(frame.data)
-        if state.mechanism is not None:
-            _note(frame, chat(f"SASL mechanism {state.mechanism!r}"))
-        return
+        if state.mechanism is None:
+            return frame
+        return replace(frame, notes=(*frame.notes, chat(f"SASL mechanism {state.mechanism!r}")))
     state.pending[correlation] = version
     if len(state.pending) > MAX_PENDING:
         del state.pending[next(iter(state.pending))]
-    _sasl_token(frame, state, True, version, show_secrets)
+    return _sasl_token(frame, state, True, version, show_secrets)
 
 
 def _sasl_token(frame: Frame, state: _ConnectionState, is_request: bool, version: int,
-                show_secrets: bool) -> None:
+                show_secrets: bool) -> Frame:
     span = auth_bytes_span(frame.data, is_request, version)
-    if span is None:
-        return
+    if span is None or span[0] == span[1]:
+        return frame  # malformed (the tree will say), or empty (a PLAIN server's success)
     start, end = span
-    if start == end:
-        return  # an empty token (a PLAIN server's success) says nothing
     auth = read_auth_bytes(frame.data[start:end], state.mechanism, from_client=is_request)
     text = f"SASL {auth.step}"
     if auth.principal is not None:
         text += f", principal {auth.principal!r}"
+    data = frame.data
     if auth.secrets and not show_secrets:
-        masked = bytearray(frame.data)
+        masked = bytearray(data)
         for low, high in auth.secrets:
             masked[start + low:start + high] = bytes([MASK]) * (high - low)
-        frame.data = bytes(masked)
+        data = bytes(masked)
         text += " (secret masked)"
-    _note(frame, chat(text, start))
-
-
-def _note(frame: Frame, note: Note) -> None:
-    frame.notes = (*frame.notes, note)
+    return replace(frame, data=data, notes=(*frame.notes, chat(text, start)))
