@@ -39,6 +39,7 @@ TLS12, TLS13 = 0x0303, 0x0304
 SUPPORTED_VERSIONS = 0x002B
 MAX_RECORD = (1 << 14) + 2048  # the largest TLSCiphertext fragment TLS 1.2 allows
 MAX_HANDSHAKE = 1 << 20  # handshake bytes buffered per direction before giving up
+MAX_SESSIONS = 65536  # TLS 1.2 session ids remembered for resumption
 MAX_TRIALS = 20_000  # decryptions tried to find the records again after lost bytes
 TAG = 16
 # A ServerHello whose random is this is a HelloRetryRequest (RFC 8446, 4.1.3).
@@ -493,6 +494,8 @@ class TlsLayer:
             return
         if server.session_id:
             self.sessions[server.session_id] = master
+            if len(self.sessions) > MAX_SESSIONS:
+                del self.sessions[next(iter(self.sessions))]
         client_cipher, server_cipher = RecordCipher.tls12_pair(
             suite, master, client.random, server.random)
         for side in self.sides:
