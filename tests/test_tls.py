@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 from tls_craft import Session, server_hello, tls12_session, tls13_session
 
+from kdissect.cli import main
 from kdissect.ingest.tls import HELLO_RETRY, KeyLog, KeyLogError, hkdf_expand_label, load_keylog
 from kdissect.notes import Note
 from kdissect.pipeline import read_messages
@@ -308,3 +309,21 @@ def test_hello_retry_request_is_not_taken_for_the_server_hello() -> None:
         talk.send(False, session.server.seal(response))
     messages, problems = decode(talk, keylog=session.keylog)
     assert messages == clear() and problems == []
+
+
+def test_cli_reads_several_key_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = tls13_session(), tls12_session()
+    talks = [conversation(first), conversation(second, client=("10.0.0.1", 40001))]
+    path = tmp_path / "tls.pcap"
+    path.write_bytes(pcap_bytes(records([p for t in talks for p in t.packets], wrap=ethernet)))
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    logs[0].write_text(first.keylog)
+    logs[1].write_text(second.keylog)
+    assert main([str(path), "--tls-keylog", str(logs[0]), "--tls-keylog", str(logs[1])]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert len(lines) == 2 * len(clear()) and all("[tls]" in line for line in lines)
+    assert captured.err == ""
+    with pytest.raises(SystemExit) as usage:  # a usage error, before any capture is read
+        main([str(path), "--tls-keylog", str(tmp_path / "missing.log")])
+    assert usage.value.code == 2 and "missing.log" in capsys.readouterr().err
