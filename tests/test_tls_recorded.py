@@ -302,3 +302,22 @@ def test_cli_marks_decrypted_messages_and_json_carries_tls(
     assert '"tls": true' in out and "alice-secret" not in out
     keys = Path(run["keylog"]).read_text().split()
     assert not any(len(word) >= 64 and word in out for word in keys)  # no secret in any output
+
+
+@pytest.mark.broker
+def test_read_pcap_tables_carry_tls_and_latency(recordings: Recordings) -> None:
+    from kdissect.present.analysis import read_pcap
+    from tools.record_tls import PASSWORD
+
+    run, twin = recordings.run("tls13_aes128"), recordings.twin("tls13_aes128")  # SASL PLAIN
+    capture = read_pcap(run["pcap"], tls_keylog=str(run["keylog"]))
+    clear = read_pcap(twin["pcap"])
+    assert str(capture.messages.tls.dtype) == "bool" and capture.messages.tls.all()
+    assert not clear.messages.tls.any()
+    columns = ["api_name", "api_version", "correlation_id", "length", "direction"]
+    assert capture.messages[columns].equals(clear.messages[columns])
+    assert capture.exchanges.latency_ms.notna().all() and (capture.exchanges.latency_ms > 0).all()
+    table = capture.fields.to_string()
+    assert PASSWORD not in table and PASSWORD.encode().hex() not in table
+    shown = read_pcap(run["pcap"], tls_keylog=str(run["keylog"]), show_secrets=True)
+    assert PASSWORD.encode().hex() in shown.fields.to_string()
