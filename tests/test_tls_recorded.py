@@ -321,3 +321,60 @@ def test_read_pcap_tables_carry_tls_and_latency(recordings: Recordings) -> None:
     assert PASSWORD not in table and PASSWORD.encode().hex() not in table
     shown = read_pcap(run["pcap"], tls_keylog=str(run["keylog"]), show_secrets=True)
     assert PASSWORD.encode().hex() in shown.fields.to_string()
+
+
+def record_resumed(pcap: Path, version: str) -> dict[str, Any]:
+    """Two TLS connections from one client context, the second resuming the first's session,
+    each sending an ApiVersions v0 request (built by hand) to the scripted peer."""
+    import socket
+    import ssl
+
+    from craft import kafka_request
+
+    from tools.record_tls import FixedClockProducers
+    from tools.recording import LOOPBACK, Tcpdump
+    from tools.tls_peer import TlsPeer, client_context, self_signed_certificate, server_context
+
+    keylog = pcap.with_suffix(".keys")
+    context = client_context(keylog, version)
+    server = server_context(*self_signed_certificate(pcap.parent))
+    reused = []
+    with TlsPeer(FixedClockProducers(), server) as peer, Tcpdump(pcap, f"tcp port {peer.port}"):
+        session: ssl.SSLSession | None = None
+        for correlation in (1, 2):
+            raw = socket.create_connection((LOOPBACK, peer.port))
+            with context.wrap_socket(raw, session=session) as tls:
+                tls.sendall(kafka_request(18, 0, correlation, b"resumer"))
+                size = int.from_bytes(tls.recv(4), "big")
+                while size > 0:
+                    size -= len(tls.recv(size))
+                session = tls.session
+                reused.append(tls.session_reused)
+    return {"pcap": pcap, "keylog": keylog, "port": peer.port, "reused": reused}
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+def test_resumed_sessions_decrypt(recordings: Recordings, version: str, tmp_path: Path) -> None:
+    from tools.recording import RecordingError
+
+    for attempt in range(3):  # a busy machine can make the kernel drop packets
+        try:
+            run = record_resumed(tmp_path / f"resumed{version}.pcap", version)
+            break
+        except RecordingError:
+            if attempt == 2:
+                raise
+    assert run["reused"] == [False, True]
+    messages, problems = decode(run["pcap"], run["keylog"], ports=[run["port"]])
+    assert problems == []
+    assert [(m.api_name, m.is_request, m.correlation_id, m.frame.connection.index)
+            for m in messages] == [("ApiVersions", True, 1, 0), ("ApiVersions", False, 1, 0),
+                                   ("ApiVersions", True, 2, 1), ("ApiVersions", False, 2, 1)]
+    if version == "1.2":  # without the resumed session's line: its master secret is the first's
+        first_only = tmp_path / "first.keys"
+        lines = [line for line in Path(run["keylog"]).read_text().splitlines(keepends=True)
+                 if line.startswith("CLIENT_RANDOM")]
+        first_only.write_text(lines[0])
+        again, problems = decode(run["pcap"], first_only, ports=[run["port"]])
+        assert problems == [] and [m.frame.data for m in again] == [m.frame.data for m in messages]

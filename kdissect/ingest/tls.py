@@ -36,7 +36,8 @@ from kdissect.notes import Note, warn
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA = 20, 21, 22, 23
 CLIENT_HELLO, SERVER_HELLO, FINISHED, KEY_UPDATE = 1, 2, 20, 24
 TLS12, TLS13 = 0x0303, 0x0304
-SUPPORTED_VERSIONS = 0x002B
+SUPPORTED_VERSIONS, SESSION_TICKET = 0x002B, 0x0023
+NEW_SESSION_TICKET = 4
 MAX_RECORD = (1 << 14) + 2048  # the largest TLSCiphertext fragment TLS 1.2 allows
 MAX_HANDSHAKE = 1 << 20  # handshake bytes buffered per direction before giving up
 MAX_SESSIONS = 65536  # TLS 1.2 session ids remembered for resumption
@@ -266,6 +267,7 @@ class Hello:
     session_id: bytes
     version: int = 0  # ServerHello: the negotiated version (supported_versions wins)
     cipher_suite: int = 0  # ServerHello only
+    ticket: bytes = b""  # ClientHello: the TLS 1.2 session ticket offered (RFC 5077)
 
 
 def parse_hello(kind: int, body: bytes) -> Hello | None:
@@ -279,27 +281,32 @@ def parse_hello(kind: int, body: bytes) -> Hello | None:
         if len(random) != 32 or len(session_id) != session_length:
             return None
         if kind == CLIENT_HELLO:
-            return Hello(random, session_id)
+            suites_length = struct.unpack_from(">H", body, position)[0]
+            position += 2 + suites_length
+            position += 1 + body[position]  # compression methods
+            ticket = _extensions(body, position).get(SESSION_TICKET, b"")
+            return Hello(random, session_id, ticket=ticket)
         suite = struct.unpack_from(">H", body, position)[0]
         position += 3  # suite, compression method
-        selected = _supported_version(body, position)
-        return Hello(random, session_id, selected or version, suite)
+        selected = _extensions(body, position).get(SUPPORTED_VERSIONS, b"")
+        chosen = int.from_bytes(selected, "big") if len(selected) == 2 else version
+        return Hello(random, session_id, chosen, suite)
     except (struct.error, IndexError):
         return None
 
 
-def _supported_version(body: bytes, position: int) -> int | None:
-    """The supported_versions extension of a ServerHello: the version TLS 1.3 chose."""
+def _extensions(body: bytes, position: int) -> dict[int, bytes]:
+    """A hello's extensions by type (none when the hello has no extension block)."""
+    found: dict[int, bytes] = {}
     if position + 2 > len(body):
-        return None
+        return found
     end = min(len(body), position + 2 + struct.unpack_from(">H", body, position)[0])
     position += 2
     while position + 4 <= end:
         kind, length = struct.unpack_from(">HH", body, position)
-        if kind == SUPPORTED_VERSIONS and length == 2:
-            return int(struct.unpack_from(">H", body, position + 4)[0])
+        found.setdefault(kind, body[position + 4:position + 4 + length])
         position += 4 + length
-    return None
+    return found
 
 
 def handshake_messages(buffer: bytearray) -> Iterable[tuple[int, bytes]]:
@@ -369,6 +376,7 @@ class TlsLayer:
         self.client_hello: Hello | None = None
         self.server_hello: Hello | None = None
         self.suite: CipherSuite | None = None
+        self.master: bytes | None = None  # TLS 1.2
         self.stopped = False
         self.noted = False
         self.decrypted = False  # at least one record was opened
@@ -489,17 +497,33 @@ class TlsLayer:
         master = self.keys.secrets(client.random).get("CLIENT_RANDOM")
         if master is None and server.session_id and server.session_id == client.session_id:
             master = self.sessions.get(server.session_id)  # an abbreviated (resumed) handshake
+        if master is None and client.ticket:
+            master = self.sessions.get(b"ticket " + client.ticket)  # resumed from a ticket
         if master is None:
             self._no_keys("TLS 1.2", client)
             return
+        self.master = master
         if server.session_id:
-            self.sessions[server.session_id] = master
-            if len(self.sessions) > MAX_SESSIONS:
-                del self.sessions[next(iter(self.sessions))]
+            self.remember(server.session_id)
         client_cipher, server_cipher = RecordCipher.tls12_pair(
             suite, master, client.random, server.random)
         for side in self.sides:
             side.next_cipher = client_cipher if side.side == self.client_side else server_cipher
+
+    def remember(self, key: bytes) -> None:
+        """This TLS 1.2 session's master secret, for handshakes that resume it later."""
+        if self.master is not None:
+            self.sessions[key] = self.master
+            if len(self.sessions) > MAX_SESSIONS:
+                del self.sessions[next(iter(self.sessions))]
+
+    def clear_handshake(self, kind: int, body: bytes, side: int) -> None:
+        """A handshake message in clear: the hellos, and TLS 1.2 session tickets."""
+        if kind in (CLIENT_HELLO, SERVER_HELLO):
+            self.hello(side, kind, body)
+        elif kind == NEW_SESSION_TICKET and len(body) >= 6:
+            length = int.from_bytes(body[4:6], "big")
+            self.remember(b"ticket " + body[6:6 + length])
 
     def encrypted_handshake(self, side: int, kind: int, body: bytes) -> None:
         """A handshake message that came protected: TLS 1.3 key changes."""
@@ -729,5 +753,5 @@ class _RecordReader:
         for kind, body in handshake_messages(self.handshake):
             if protected:
                 self.layer.encrypted_handshake(self.side, kind, body)
-            elif kind in (CLIENT_HELLO, SERVER_HELLO):
-                self.layer.hello(self.side, kind, body)
+            else:
+                self.layer.clear_handshake(kind, body, self.side)
