@@ -42,7 +42,7 @@ examples:
 display filters (-Y), Wireshark's syntax:
   fields     message columns: number frame time stream src dst direction api_key
              api_name api_version correlation_id client_id length pair latency_ms
-             notes; expert expert.severity; ip.addr ip.src ip.dst tcp.port tcp.srcport
+             tls notes file; expert expert.severity; ip.addr ip.src ip.dst tcp.port tcp.srcport
              tcp.dstport tcp.stream frame.number; Wireshark's kafka.* names
              (kafka.api_key kafka.error_code kafka.topic_name kafka.partition_id ...);
              and every body field: a name at any depth (ErrorCode) or a path
@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--export", metavar="DIR", help="write the analysis tables of the messages -Y, --api "
         "and -c select to DIR instead of listing them")
     add("--format", choices=("parquet", "csv"), default="parquet", help="format for --export")
+    add("--tls-keylog", action="append", metavar="FILE",
+        help="decrypt TLS with the session keys of an NSS key log (SSLKEYLOGFILE); repeatable")
+    add("--show-secrets", action="store_true",
+        help="show SASL passwords, SCRAM proofs and tokens (masked by default)")
     add("--max-frame-size", type=_positive, default=MAX_FRAME_SIZE, metavar="BYTES",
         help=f"largest plausible Kafka frame (default {MAX_FRAME_SIZE})")
     add("--version", action="version", version=f"kdissect {__version__}")
@@ -174,6 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     except FilterError as exc:  # one line, as tshark says a filter is not valid
         _warn(f"-Y: {exc}")
         return EXIT_USAGE
+    if args.tls_keylog:  # read once for every capture; cryptography is imported only now
+        from kdissect.ingest.tls import KeyLogError, load_keylog
+
+        try:
+            args.tls_keylog = load_keylog(args.tls_keylog)
+        except KeyLogError as exc:
+            _warn(f"--tls-keylog: {exc}")
+            return EXIT_USAGE
     try:
         return _run(args, keep)
     except KeyboardInterrupt:
@@ -242,7 +254,8 @@ def _messages(paths: list[str], args: argparse.Namespace,
     try:
         yield from read_messages([p.reader for p in progress], ports=[*DEFAULT_PORTS, *args.port],
                                  detect=not args.no_detect, max_frame_size=args.max_frame_size,
-                                 report=problems, unreadable=unreadable, names=names, clock=clock)
+                                 report=problems, unreadable=unreadable, names=names, clock=clock,
+                                 tls_keylog=args.tls_keylog, show_secrets=args.show_secrets)
     except CaptureError as exc:
         _warn(f"{names[0]}: {exc}")
         yield None

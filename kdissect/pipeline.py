@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 from kdissect.ingest.capture import CaptureError, Record
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records, source_name
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Frame, frames_from_records
+from kdissect.ingest.sasl import mask_secrets
 from kdissect.notes import Note
 from kdissect.pair.message import Message, parse_message
 from kdissect.pair.pairing import pair_messages
+
+if TYPE_CHECKING:
+    from kdissect.ingest.tls import KeyLog
+
+KeyLogSource: TypeAlias = "KeyLog | str | os.PathLike[str] | Iterable[str | os.PathLike[str]]"
 
 
 class CaptureClock:
@@ -35,6 +43,8 @@ def read_messages(
     unreadable: Callable[[int, CaptureError], None] | None = None,
     names: Sequence[str] | None = None,
     clock: CaptureClock | None = None,
+    tls_keylog: KeyLogSource | None = None,
+    show_secrets: bool = False,
 ) -> Iterator[Message]:
     """Every Kafka message of a capture, paired, in capture order, streaming.
 
@@ -47,14 +57,24 @@ def read_messages(
     is a note, either on the message it concerns or passed to `report`
     (capture-level problems). A `clock` learns the time of the capture's first
     packet (what relative times count from) as it goes by.
+
+    `tls_keylog` (NSS key log files, or a `kdissect.ingest.tls.KeyLog`) decrypts
+    TLS connections; a key log file that cannot be read raises `KeyLogError`.
+    SASL passwords, proofs and tokens are masked in the frames unless `show_secrets`.
     """
+    keys = None
+    if tls_keylog is not None:
+        from kdissect.ingest.tls import load_keylog  # needs cryptography: only when asked
+
+        keys = load_keylog(tls_keylog)
     sources: list[CaptureSource] = list(source) if isinstance(source, list | tuple) else [source]  # type: ignore[list-item]
     origins = PacketOrigins(names or [source_name(s) for s in sources])
     records = merged_records(sources, origins, report, unreadable)
     if clock is not None:
         records = clock.watch(records)
     frames = frames_from_records(records, ports=ports, detect=detect,
-                                 max_frame_size=max_frame_size, report=report)
+                                 max_frame_size=max_frame_size, report=report, tls_keys=keys)
+    frames = mask_secrets(frames, show_secrets=show_secrets)
     return pair_messages(_messages(frames, origins))
 
 

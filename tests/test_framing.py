@@ -454,7 +454,7 @@ def test_tls_on_a_kafka_port_is_reported_once_and_skipped(tmp_path: Path) -> Non
     frames, notes = _read(tmp_path, tls.packets + kafka.packets)
     assert [(f.connection.index, f.data) for f in frames] == [(0, REQUESTS[0]), (0, RESPONSES[0])]
     assert [str(n) for n in notes] == [
-        "warn: 10.0.0.9:41000 <-> 10.0.0.2:9092: looks like TLS, cannot decode"]
+        "warn: 10.0.0.9:41000 <-> 10.0.0.2:9092: TLS, no keys (no key log given)"]
 
 
 # --- malformed framing ---

@@ -213,7 +213,7 @@ def test_tls_is_noted_once_per_connection_and_kafka_beside_it_decodes(tmp_path: 
     problems: list[Note] = []
     messages = list(read_messages(io.BytesIO(capture(*tls_connections(), kafka)), report=problems.append))
     assert [str(n) for n in problems] == [
-        f"warn: {address}:{port} <-> 10.0.0.2:9092: looks like TLS, cannot decode"
+        f"warn: {address}:{port} <-> 10.0.0.2:9092: TLS, no keys (no key log given)"
         for address, port in (("10.0.0.5", 41000), ("10.0.0.6", 41001), ("10.0.0.7", 41002))]
     assert [(m.api_name, m.is_request, m.correlation_id) for m in messages] == [
         ("DescribeProducers", True, 1), ("DescribeProducers", False, 1)]

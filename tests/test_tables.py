@@ -366,7 +366,7 @@ DTYPES: dict[str, dict[str, str]] = {
         "src": "category", "dst": "category", "direction": "category", "api_key": "Int64",
         "api_name": "category", "api_version": "Int64", "correlation_id": "Int64",
         "client_id": "category", "length": "Int64", "pair": "Int64", "latency_ms": "Float64",
-        "notes": "string", "file": "category",
+        "tls": "bool", "notes": "string", "file": "category",
     },
     "exchanges": {
         "request": "Int64", "response": "Int64", "stream": "int64", "client": "category",

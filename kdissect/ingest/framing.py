@@ -17,7 +17,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from kdissect.ingest.capture import Record, read_records
 from kdissect.ingest.detect import (
@@ -38,6 +38,9 @@ from kdissect.ingest.net import (
 )
 from kdissect.ingest.reassembly import ConnectionTracker, TcpConnection
 from kdissect.notes import Note, chat, error, warn
+
+if TYPE_CHECKING:
+    from kdissect.ingest.tls import KeyLog, TlsLayer
 
 DEFAULT_PORTS = (9092,)
 MAX_FRAME_SIZE = 100 * 1024 * 1024
@@ -64,6 +67,7 @@ class Connection:
     index: int  # 0-based, in order of first appearance (like tshark's tcp.stream)
     client: Address
     server: Address
+    tls: bool = False  # the bytes were decrypted from TLS records
 
     def __str__(self) -> str:
         return f"{format_address(self.client)} -> {format_address(self.server)}"
@@ -88,7 +92,7 @@ class Frame:
 def read_frames(source: str | os.PathLike[str] | BinaryIO, *,
                 ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
                 max_frame_size: int = MAX_FRAME_SIZE,
-                report: Report | None = None) -> Iterator[Frame]:
+                report: Report | None = None, tls_keys: KeyLog | None = None) -> Iterator[Frame]:
     """Every Kafka frame of a capture, in the capture order of each frame's last packet.
 
     A frame's first/last packet are the lowest/highest numbered packets that carried
@@ -104,14 +108,19 @@ def read_frames(source: str | os.PathLike[str] | BinaryIO, *,
     """
     records = read_records(source, report)
     return frames_from_records(records, ports=ports, detect=detect,
-                               max_frame_size=max_frame_size, report=report)
+                               max_frame_size=max_frame_size, report=report, tls_keys=tls_keys)
 
 
 def frames_from_records(records: Iterable[Record], *, ports: Iterable[int] = DEFAULT_PORTS,
                         detect: bool = True, max_frame_size: int = MAX_FRAME_SIZE,
-                        report: Report | None = None) -> Iterator[Frame]:
-    """read_frames over records already read (number, timestamp, linktype, data, length)."""
+                        report: Report | None = None,
+                        tls_keys: KeyLog | None = None) -> Iterator[Frame]:
+    """read_frames over records already read (number, timestamp, linktype, data, length).
+
+    With `tls_keys`, TLS connections are decrypted and Kafka is looked for in the plaintext.
+    """
     context = _Context(frozenset(ports), detect, max_frame_size, report or _ignore)
+    context.tls_keys = tls_keys
     tracker = ConnectionTracker(context.open_connection)
     out = context.out
     segment = tracker.segment
@@ -145,6 +154,8 @@ class _Context:
         self.linktypes_seen: set[int] = set()
         self.request_candidates = request_candidates(max_frame_size)
         self.response_candidates = response_candidates(max_frame_size)
+        self.tls_keys: KeyLog | None = None
+        self.tls_sessions: dict[bytes, bytes] = {}  # TLS 1.2 session id -> master secret
 
     def open_connection(self, tcp: TcpConnection) -> _KafkaConnection | None:
         (_ip0, port0), (_ip1, port1) = tcp.addresses
@@ -153,9 +164,9 @@ class _Context:
             return None
         return _KafkaConnection(self, tcp, on_port)
 
-    def new_connection(self, client: Address, server: Address) -> Connection:
+    def new_connection(self, client: Address, server: Address, tls: bool = False) -> Connection:
         self.next_index += 1
-        return Connection(self.next_index - 1, client, server)
+        return Connection(self.next_index - 1, client, server, tls)
 
     def check_linktype(self, linktype: int) -> None:
         if linktype not in self.linktypes_seen:
@@ -174,8 +185,10 @@ class _Verdict(enum.Enum):
 class _KafkaConnection:
     """A TCP connection that may be Kafka: decides, then frames both directions."""
 
-    def __init__(self, context: _Context, tcp: TcpConnection, on_port: tuple[bool, bool]) -> None:
-        self.context, self.tcp, self.on_port = context, tcp, on_port
+    def __init__(self, context: _Context, tcp: TcpConnection | TlsLayer,
+                 on_port: tuple[bool, bool], tls: bool = False) -> None:
+        self.context, self.tcp, self.on_port, self.tls = context, tcp, on_port, tls
+        self.decrypted: tuple[TlsLayer, _KafkaConnection] | None = None
         self.verdict = _Verdict.WAIT
         self.heads = (bytearray(), bytearray())  # first bytes of each direction, for the decision
         self.head_closed = [False, False]  # a gap came before enough bytes
@@ -211,6 +224,9 @@ class _KafkaConnection:
         if self.verdict is _Verdict.KAFKA:
             for framer in self.framers:
                 framer.finish()
+        if self.decrypted is not None:
+            self.decrypted[1].close()
+            self.decrypted[0].close()
         self.held.clear()
 
     # --- deciding ---
@@ -225,9 +241,12 @@ class _KafkaConnection:
         if verdict is _Verdict.WAIT and final:
             verdict = _Verdict.OTHER
         self.verdict = verdict
+        if verdict is _Verdict.TLS and self.context.tls_keys is not None:
+            self._decrypt(self.context.tls_keys)
+            return
         if verdict is _Verdict.TLS:
             first, second = (format_address(a) for a in self.tcp.addresses)
-            self.context.report(warn(f"{first} <-> {second}: looks like TLS, cannot decode"))
+            self.context.report(warn(f"{first} <-> {second}: TLS, no keys (no key log given)"))
         if verdict is _Verdict.KAFKA and client is not None:
             self._start(client)
         elif verdict is not _Verdict.WAIT:
@@ -239,11 +258,12 @@ class _KafkaConnection:
         heads = self.heads
         ready = [len(h) >= REQUEST_HEADER_LENGTH or self.head_closed[i] or final
                  for i, h in enumerate(heads)]
-        if any(self.on_port):
-            if any(looks_like_tls(head) for head in heads):
-                return _Verdict.TLS, None
-            if not any(len(h) >= 3 or self.head_closed[i] or final for i, h in enumerate(heads)):
-                return _Verdict.WAIT, None
+        if not self.tls and (any(self.on_port) or self.context.tls_keys is not None) and any(
+                looks_like_tls(head) for head in heads):
+            return _Verdict.TLS, None
+        if any(self.on_port) and not any(
+                len(h) >= 3 or self.head_closed[i] or final for i, h in enumerate(heads)):
+            return _Verdict.WAIT, None
         client = self.tcp.syn_sender
         if client is None and self.on_port[0] != self.on_port[1]:
             client = 0 if self.on_port[1] else 1
@@ -268,7 +288,8 @@ class _KafkaConnection:
 
     def _start(self, client: int) -> None:
         addresses = self.tcp.addresses
-        connection = self.context.new_connection(addresses[client], addresses[1 - client])
+        connection = self.context.new_connection(addresses[client], addresses[1 - client],
+                                                 self.tls)
         streams = self.tcp.streams
         starts = [bool(streams and streams[side].from_start) for side in (0, 1)]
         self.framers = [
@@ -277,13 +298,33 @@ class _KafkaConnection:
             for side in (0, 1)
         ]
         if streams is not None:
-            for stream, framer in zip(streams, self.framers, strict=True):
-                stream.sink = framer
+            for side, framer in enumerate(self.framers):
+                streams[side].sink = framer
         for kind, side, event in self.held:
             if kind == "data":
                 self.framers[side].data(*event)
             else:
                 self.framers[side].gap(*event)
+
+    def _decrypt(self, keys: KeyLog) -> None:
+        """TLS with a key log: a TLS layer takes the ciphertext, and a connection of its
+        own decides on the plaintext whether it is Kafka, then frames it."""
+        from kdissect.ingest.tls import TlsLayer
+
+        first, second = (format_address(a) for a in self.tcp.addresses)
+        layer = TlsLayer(self.tcp, keys, f"{first} <-> {second}", self.context.report,
+                         self.context.tls_sessions, quiet=not any(self.on_port))
+        inner = _KafkaConnection(self.context, layer, self.on_port, tls=True)
+        for plain, sink in zip(layer.plain_streams, inner.sinks(), strict=True):
+            plain.sink = sink
+        streams = self.tcp.streams
+        if streams is not None:
+            for side, reader in enumerate(layer.sinks()):
+                streams[side].sink = reader
+        self.decrypted = (layer, inner)
+        held, self.held = self.held, []
+        for kind, side, event in held:
+            getattr(layer.sinks()[side], kind)(*event)
 
     # --- correlation ids, for resynchronising responses ---
 

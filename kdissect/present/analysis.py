@@ -24,7 +24,7 @@ from kdissect.ingest.files import source_name
 from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
-from kdissect.pipeline import read_messages
+from kdissect.pipeline import KeyLogSource, read_messages
 from kdissect.present.records import json_value, message_record
 from kdissect.present.tables import TABLES, Columns, TableSpec
 
@@ -35,6 +35,8 @@ def read_pcap(
     apis: Iterable[int | str] | None = None,
     detect: bool = True,
     filter: str | None = None,
+    tls_keylog: KeyLogSource | None = None,
+    show_secrets: bool = False,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
@@ -45,7 +47,8 @@ def read_pcap(
     (9092 always is); `apis` keeps only those APIs, by key or name (requests and
     their responses); `filter` keeps the messages a display filter matches, as
     `kdissect -Y` does. A bad API name or filter raises ValueError before the
-    capture is read.
+    capture is read. `tls_keylog` (NSS key log files) decrypts TLS connections;
+    SASL secrets are masked unless `show_secrets`.
     """
     from kdissect.present.filter import selector
 
@@ -55,7 +58,8 @@ def read_pcap(
     messages = [
         message
         for message in read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
-                                     report=problems.append)
+                                     report=problems.append, tls_keylog=tls_keylog,
+                                     show_secrets=show_secrets)
         if keep(message)
     ]
     names = [source_name(s) for s in sources]
@@ -239,7 +243,8 @@ _MESSAGE_DTYPES = {
     "number": "int64", "frame": "int64", "time": "utc", "stream": "int64", "src": "category",
     "dst": "category", "direction": "category", "api_key": "Int64", "api_name": "category",
     "api_version": "Int64", "correlation_id": "Int64", "client_id": "category", "length": "Int64",
-    "pair": "Int64", "latency_ms": "Float64", "notes": "string", "file": "category",
+    "pair": "Int64", "latency_ms": "Float64", "tls": "bool", "notes": "string",
+    "file": "category",
 }  # fmt: skip
 
 

@@ -75,7 +75,8 @@ def _export_one(args: argparse.Namespace, path: str, target: Path, keep: Callabl
         found = (m for m in read_messages(stream, ports=[*DEFAULT_PORTS, *args.port],
                                           detect=not args.no_detect,
                                           max_frame_size=args.max_frame_size,
-                                          report=problems.append) if keep(m))
+                                          report=problems.append, tls_keylog=args.tls_keylog,
+                                          show_secrets=args.show_secrets) if keep(m))
         messages = list(itertools.islice(found, limit))
     except CaptureError as exc:
         warn(f"{path}: {exc}")

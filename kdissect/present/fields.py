@@ -162,6 +162,8 @@ def _columns() -> dict[str, Column]:
         "length": Column(number, "int32", one(lambda m: m.length)),
         "pair": Column(number, "message number", one(lambda m: None if m.pair is None else m.pair.number)),
         "latency_ms": Column(number, "milliseconds", one(_latency_ms)),
+        "tls": Column(BOOLEAN, "boolean", one(lambda m: m.frame.connection.tls)),
+        "file": Column(string, "capture file", one(lambda m: m.file)),
         "notes": Column(string, "string", _expert(str), costly=True),
         "expert": Column(string, "expert id", _expert(lambda n: n.id or None), costly=True),
         "expert.severity": Column(string, "severity", _expert(lambda n: str(n.severity)), costly=True),

@@ -18,7 +18,8 @@ from kdissect.pair.message import Message
 # The columns of a message record, in order; `tree` is added by JSON output.
 MESSAGE_COLUMNS = (
     "number", "frame", "time", "stream", "src", "dst", "direction", "api_key", "api_name",
-    "api_version", "correlation_id", "client_id", "length", "pair", "latency_ms", "notes", "file",
+    "api_version", "correlation_id", "client_id", "length", "pair", "latency_ms", "tls", "notes",
+    "file",
 )  # fmt: skip
 
 
@@ -44,6 +45,7 @@ def message_record(message: Message) -> dict[str, Any]:
         "length": message.length,
         "pair": None if message.pair is None else message.pair.number,
         "latency_ms": None if latency is None else round(latency * 1000.0, 6),
+        "tls": connection.tls,  # decrypted from TLS records
         "notes": [note_record(n) for n in message.all_notes()],
         "file": message.file,
     }

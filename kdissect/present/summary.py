@@ -30,6 +30,8 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
     correlation = "?" if message.correlation_id is None else message.correlation_id
     number = f"{message.number:>6} {frame.last_packet:>7}" if frame_number else f"{message.number:>6}"
     text = f"{number} {when:>12} {_route(message)} corr={correlation}"
+    if frame.connection.tls:
+        text += " [tls]"
     if body_info:
         details = info(message, body_info=True)
         if details:
