@@ -9,6 +9,7 @@ access and cached.
 from __future__ import annotations
 
 import glob
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
@@ -78,7 +79,7 @@ def capture_paths(path: Any) -> list[Any]:
     return [path]
 
 
-GENERIC_TABLES = ("messages", "exchanges", "fields")
+GENERIC_TABLES = ("messages", "exchanges", "fields", "records", "batches")
 
 
 class Capture:
@@ -138,7 +139,9 @@ class Capture:
     def records(self) -> pd.DataFrame:
         """One row per record of every `records` field (Produce, Fetch, ...).
 
-        Not yet in `tables()` nor exported: keys, values and headers are bytes.
+        Keys and values are bytes (or missing), headers a list of (str, bytes) pairs;
+        `export` writes them as Parquet binary and a list of key/value structs, and
+        as hex text and JSON text in CSV.
         """
         from kdissect.present import record_tables as rt
 
@@ -180,14 +183,14 @@ class Capture:
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
         written = []
+        if format not in ("parquet", "csv"):
+            raise ValueError(f"unknown export format {format!r} (parquet or csv)")
         for name, frame in self.tables().items():
             path = target / f"{name}.{format}"
             if format == "parquet":
-                frame.to_parquet(path, index=False)
-            elif format == "csv":
-                frame.to_csv(path, index=False)
+                exportable(frame, text=False).to_parquet(path, index=False)
             else:
-                raise ValueError(f"unknown export format {format!r} (parquet or csv)")
+                exportable(frame, text=True).to_csv(path, index=False)
             written.append(path)
         return written
 
@@ -366,6 +369,35 @@ def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
             if body is not None:
                 spec.rows(message, body, columns)
     return _typed(columns, spec.dtypes)
+
+
+# -- export -------------------------------------------------------------------
+
+
+def exportable(frame: pd.DataFrame, *, text: bool) -> pd.DataFrame:
+    """A table whose object columns every writer takes: record headers as key/value
+    structs (Parquet) or JSON text (CSV); in CSV also bytes as hex and lists as JSON."""
+    converted = {}
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype != object:
+            continue
+        converted[name] = column.map(_text_cell if text else _parquet_cell, na_action="ignore")
+    return frame.assign(**converted) if converted else frame
+
+
+def _parquet_cell(value: Any) -> Any:
+    if isinstance(value, list) and value and isinstance(value[0], tuple):  # record headers
+        return [{"key": key, "value": data} for key, data in value]
+    return value
+
+
+def _text_cell(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    if isinstance(value, list | tuple):
+        return json.dumps([_text_cell(item) for item in value], ensure_ascii=True)
+    return value
 
 
 # -- dtypes -------------------------------------------------------------------

@@ -50,6 +50,7 @@ RECORD_DTYPES = {
     "producer_id": "Int64", "producer_epoch": "Int64", "sequence": "Int64",
     "transactional": "boolean", "control": "category", "compression": "category",
     "magic": "Int64", "batch_crc_ok": "boolean", "key_size": "Int64", "value_size": "Int64",
+    "file": "category",
 }  # fmt: skip
 
 BATCH_DTYPES = {
@@ -61,7 +62,7 @@ BATCH_DTYPES = {
     "control": "boolean", "base_timestamp": "utc_ms", "max_timestamp": "utc_ms",
     "producer_id": "Int64", "producer_epoch": "Int64", "base_sequence": "Int64",
     "record_count": "Int64", "records": "Int64", "compressed_bytes": "Int64",
-    "decompressed_bytes": "Int64", "notes": "string",
+    "decompressed_bytes": "Int64", "notes": "string", "file": "category",
 }  # fmt: skip
 
 
@@ -191,7 +192,7 @@ def record_columns(fields: Iterator[RecordsField]) -> Columns:
                       list(row.headers), row.producer_id, row.producer_epoch, row.sequence,
                       row.transactional, row.control, row.compression, row.magic, row.batch_crc_ok,
                       None if row.key is None else len(row.key),
-                      None if row.value is None else len(row.value))
+                      None if row.value is None else len(row.value), message.file)
             for add, value in zip(adders, values, strict=True):
                 add(value)
     return columns
@@ -203,7 +204,7 @@ def batch_columns(fields: Iterator[RecordsField]) -> Columns:
         message = found.message
         common = {"number": message.number, "time": message.time, "api_name": message.api_name,
                   "direction": "request" if message.is_request else "response",
-                  "topic": found.topic, "partition": found.partition}
+                  "topic": found.topic, "partition": found.partition, "file": message.file}
         for index, entry in enumerate(found.entries):
             row = {**common, "batch": index, "position": entry.position, "size": entry.size,
                    **_BATCH_ROWS[type(entry)](entry),
