@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
-    add("files", nargs="+", metavar="FILE", help="pcap or pcapng capture; '-' reads standard input")
+    add("files", nargs="*", metavar="FILE", help="pcap or pcapng capture; '-' reads standard input")
     add("-V", "--verbose", action="store_true", help="print the annotated field tree of each message")
     add("-i", "--info", action="store_true",
         help="add what the bodies of DescribeTopicPartitions, DescribeProducers and "
@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--format", choices=("parquet", "csv"), default="parquet", help="format for --export")
     add("--max-frame-size", type=_positive, default=MAX_FRAME_SIZE, metavar="BYTES",
         help=f"largest plausible Kafka frame (default {MAX_FRAME_SIZE})")
+    add("--schemas", metavar="PATH",
+        help="decode with these Kafka message definitions first: a folder of Kafka's *.json "
+        "message files (clients/src/main/resources/common/message) or a kafka-clients jar")
+    add("--list-apis", action="store_true",
+        help="print every API key with the versions kdissect decodes and their definition source")
     add("--version", action="version", version=f"kdissect {__version__}")
     return parser
 
@@ -120,6 +125,14 @@ def _api_list(text: str) -> frozenset[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _definitions(parser, args)
+    if args.list_apis:
+        from kdissect.present.definitions import api_table
+
+        print(api_table())
+        return EXIT_OK
+    if not args.files:
+        parser.error("the following arguments are required: FILE")
     try:
         keep = _selector(args)
     except FilterError as exc:
@@ -137,6 +150,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kdissect: internal error: {type(exc).__name__}: {exc} "
               "(set KDISSECT_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _definitions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.schemas is None:
+        return
+    from kdissect.decode.schema import SchemaError, configure_definitions
+
+    try:
+        configure_definitions(args.schemas)
+    except SchemaError as exc:
+        parser.error(str(exc))
 
 
 def _selector(args: argparse.Namespace) -> Callable[[Message], bool]:

@@ -1,8 +1,7 @@
 """Whole frames to annotated trees: the frame, the header of every API, and the body.
 
-Bodies of DescribeTopicPartitions (75), DescribeProducers (61) and
-DescribeQuorum (55) are decoded field by field; every other API's body is one
-raw node. Nothing here raises on bad bytes: problems become notes on a
+Bodies are decoded field by field from the message definitions (see
+`schema.sources`); a body no definition covers is one raw node. Nothing here raises on bad bytes: problems become notes on a
 partial tree whose children still tile the frame.
 """
 
@@ -144,6 +143,9 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
     if plan is None:
         return _raw_body(data, pos, limit, name, *_why_raw(api_key, version, pos))
     body = Node(plan.name, "struct", None, "", pos, 0, f"message body, version {version}")
+    if plan.version != version:
+        body.notes.append(warn(f"{api_name(api_key)} v{version} is newer than the definitions: "
+                               f"decoded as v{plan.version}, the newest known", pos))
     decode_struct(data, body, limit, plan.body, declared=end)
     dissector = DISSECTORS.get(api_key)
     if dissector is not None:
@@ -154,9 +156,8 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
 def _why_raw(api_key: int, version: int, pos: int) -> tuple[str, Note | None]:
     if api_key not in APIS:
         return "unknown API", warn(f"unknown API key {api_key}: body not decoded", pos)
-    if api_key in dissected_api_keys():
-        return "unsupported version", warn(f"{api_name(api_key)} v{version} is not supported: body not decoded", pos)
-    return "not dissected", None
+    return "no definition", note(f"no definition of {api_name(api_key)} v{version}: body not decoded "
+                                 "(--schemas PATH reads Kafka's message files or kafka-clients jar)", pos)
 
 
 def _raw_body(data: bytes, pos: int, limit: int, name: str, about: str, problem: Note | None = None) -> Node:

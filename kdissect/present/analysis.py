@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pandas as pd
 
+from kdissect.decode.schema import configure_definitions
 from kdissect.decode.tree import Node
 from kdissect.dissectors import Columns
 from kdissect.ingest.framing import DEFAULT_PORTS
@@ -33,12 +34,17 @@ def read_pcap(
     ports: Iterable[int] = DEFAULT_PORTS,
     apis: Iterable[int] | None = None,
     detect: bool = True,
+    schemas: str | os.PathLike[str] | None = None,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
     `ports` are extra TCP ports to treat as Kafka (9092 always is); `apis`
-    keeps only those API keys (requests and their responses).
+    keeps only those API keys (requests and their responses); `schemas` (a
+    folder of Kafka's message files or a kafka-clients jar) becomes the first
+    source of definitions for this process, as `configure_definitions` does.
     """
+    if schemas is not None:
+        configure_definitions(schemas)
     problems: list[Note] = []
     keep = None if apis is None else frozenset(apis)
     messages = [

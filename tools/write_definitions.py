@@ -1,0 +1,263 @@
+"""Write kdissect's own definition files, in Kafka's JSON format, for APIs no installed dependency ships.
+
+The layouts (field names, types, versions, tags, nullability, defaults, entity
+types) are facts of Apache Kafka's message definitions. They are read here from
+kio's per-version schema classes, which are generated from those definitions,
+and merged back into Kafka's version-range form; versions older than Kafka 4
+(which kio does not carry) come from OLD_VERSIONS, written from Kafka's older
+definitions. The `about` texts are kdissect's own (ABOUT, or the field name in
+words). Run from the repository root:
+
+    python -m tools.write_definitions Vote BeginQuorumEpoch ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import pkgutil
+import re
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__import__("os").environ.get("KDISSECT_DEFS_OUT") or Path(__file__).resolve().parents[1] / "kdissect" / "decode" / "schema" / "definitions")
+ENTITY_TYPES = {"BrokerId": "brokerId", "TopicName": "topicName", "GroupId": "groupId",
+                "ProducerId": "producerId", "TransactionalId": "transactionalId"}
+KIO_TYPES = {"error_code": "int16", "timedelta_i32": "int32", "timedelta_i64": "int64", "datetime_i64": "int64"}
+# kio drops the unit from time fields; Kafka's names keep it except where listed.
+NO_MS_SUFFIX = frozenset({"IssueTimestamp", "ExpiryTimestamp", "MaxTimestamp"})
+
+ABOUT = {
+    "ErrorCode": "error code, 0 when there was none",
+    "ErrorMessage": "error message, null when there was none",
+    "ThrottleTimeMs": "time in ms the request was throttled for a quota violation, 0 if not",
+    "TopicName": "topic name", "Name": "name", "TopicId": "topic's unique id",
+    "PartitionIndex": "partition number", "Partitions": "partitions", "Topics": "topics",
+    "ClusterId": "id of the cluster", "LeaderId": "broker id of the leader, -1 when unknown",
+    "LeaderEpoch": "epoch of the leader", "NodeId": "broker id of the node",
+    "Host": "host name", "Port": "port number", "BrokerId": "broker id", "BrokerEpoch": "broker epoch",
+    "MemberId": "member id assigned by the group coordinator", "GroupId": "consumer group id",
+    "MemberEpoch": "member epoch", "Listeners": "listeners", "SecurityProtocol": "security protocol number",
+    "Records": "record data, as record batches",
+}
+
+
+def words(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).lower()
+
+
+def camel(snake: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in snake.split("_"))
+
+
+def kio_versions(module: str) -> list[int]:
+    package = importlib.import_module(f"kio.schema.{module}")
+    return sorted(int(m.name[1:]) for m in pkgutil.iter_modules(package.__path__) if m.name[1:].isdigit())
+
+
+def top_class(module: str, version: int, kind: str) -> Any:
+    mod = importlib.import_module(f"kio.schema.{module}.v{version}.{kind}")
+    return next(c for c in vars(mod).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
+                and c.__module__ == mod.__name__ and str(getattr(c, "__type__", "")).endswith(kind))
+
+
+@dataclasses.dataclass
+class Field:
+    name: str
+    type: str
+    versions: set[int]
+    nullable: set[int]
+    tagged: set[int]
+    tag: int | None
+    default: Any
+    entity: str | None
+    fields: list[Field] | None  # structs
+
+
+def element_of(hint: Any) -> tuple[Any, bool, bool]:
+    """(element hint, is array, nullable) of a kio type hint."""
+    nullable = False
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        nullable, hint = True, args[0]
+    if typing.get_origin(hint) is tuple:
+        return typing.get_args(hint)[0], True, nullable
+    return hint, False, nullable
+
+
+def fields_of(cls: Any, version: int) -> list[Field]:
+    hints = typing.get_type_hints(cls)
+    result = []
+    for spec in dataclasses.fields(cls):
+        hint, is_array, nullable = element_of(hints[spec.name])
+        kio_type = spec.metadata.get("kafka_type")
+        name = camel(spec.name)
+        if kio_type in ("timedelta_i32", "timedelta_i64", "datetime_i64") and name not in NO_MS_SUFFIX:
+            name += "Ms"
+        inner = None
+        if dataclasses.is_dataclass(hint):
+            element, inner = hint.__name__, fields_of(hint, version)
+        else:
+            element = KIO_TYPES.get(kio_type, kio_type)
+            if kio_type is None:  # primitive arrays carry the type on the element hint
+                element = {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u16": "uint16",
+                           "str": "string", "UUID": "uuid", "bool": "bool", "bytes": "bytes",
+                           "f64": "float64"}.get(getattr(hint, "__supertype__", hint).__name__,
+                                                 getattr(hint, "__supertype__", hint).__name__)
+                element = {"BrokerId": "int32", "TopicName": "string", "GroupId": "string",
+                           "ProducerId": "int64", "TransactionalId": "string"}.get(hint.__name__, element)
+        entity = ENTITY_TYPES.get(getattr(hint, "__name__", ""))
+        can_null = is_array or inner is not None or element in ("string", "bytes", "records")
+        tag = spec.metadata.get("tag")
+        field = Field(name, ("[]" if is_array else "") + element, {version},
+                      {version} if nullable and can_null and tag is None else set(),
+                      {version} if tag is not None else set(), tag, spec.default, entity, inner)
+        if tag is not None and nullable and can_null and spec.default is None:
+            field.nullable = {version}
+        result.append(field)
+    return result
+
+
+def merge(into: list[Field], new: list[Field]) -> None:
+    """Add one version's fields, keeping Kafka's order (fields only appear or disappear)."""
+    position = 0
+    for field in new:
+        match = next((i for i, f in enumerate(into) if f.name == field.name), None)
+        if match is None:
+            into.insert(position, field)
+            position += 1
+            continue
+        old = into[match]
+        old.versions |= field.versions
+        old.nullable |= field.nullable
+        old.tagged |= field.tagged
+        old.tag = old.tag if field.tag is None else field.tag
+        if field.fields is not None and old.fields is not None:
+            merge(old.fields, field.fields)
+        position = match + 1
+
+
+def version_text(versions: set[int], top: int) -> str:
+    if not versions:
+        return "none"
+    low, high = min(versions), max(versions)
+    if set(range(low, high + 1)) != versions:
+        raise ValueError(f"non-contiguous versions {sorted(versions)}")
+    return f"{low}+" if high == top else (str(low) if low == high else f"{low}-{high}")
+
+
+def render(field: Field, top: int, seen: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": field.name, "type": field.type, "versions": version_text(field.versions, top)}
+    if field.nullable:
+        out["nullableVersions"] = version_text(field.nullable, top)
+    if field.tag is not None:
+        out["taggedVersions"] = version_text(field.tagged, top)
+        out["tag"] = field.tag
+    if field.entity:
+        out["entityType"] = field.entity
+    default = field.default
+    if default is None and field.nullable:
+        out["default"] = "null"
+    elif isinstance(default, bool) and default:
+        out["default"] = "true"
+    elif isinstance(default, int) and not isinstance(default, bool) and default != 0:
+        out["default"] = str(default)
+    elif hasattr(default, "total_seconds") and default.total_seconds():
+        out["default"] = str(round(default.total_seconds() * 1000))
+    out["about"] = ABOUT.get(field.name, words(field.name))
+    element = field.type.removeprefix("[]")
+    if field.fields is not None and element not in seen:
+        seen.add(element)
+        out["fields"] = [render(f, top, seen) for f in field.fields]
+    return out
+
+
+def definition(api: str, kind: str, old: dict[str, Any]) -> dict[str, Any]:
+    module = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", api).lower().replace("k_raft", "kraft")
+    versions = kio_versions(module)
+    fields: list[Field] = []
+    flexible = None
+    for version in versions:
+        cls = top_class(module, version, kind)
+        merge(fields, fields_of(cls, version))
+        if cls.__flexible__ and flexible is None:
+            flexible = version
+        api_key = int(cls.__api_key__)
+    low = old.get("low", versions[0])
+    for field in walk(fields):
+        if min(field.versions) == versions[0]:  # present since the oldest kio version: older too
+            field.versions |= set(range(low, versions[0]))
+            if versions[0] in field.nullable:
+                field.nullable |= set(range(low, versions[0]))
+    for name, text in old.get("fields", {}).items():  # facts of the old versions
+        target = next(f for f in walk(fields) if f.name == name)
+        target.versions = parse_versions(text, versions[-1])
+        target.nullable &= target.versions
+    for after, added in old.get("add", []):  # fields only the old versions had
+        siblings = next(s for s in [fields, *(f.fields for f in walk(fields) if f.fields)]
+                        if any(f.name == after for f in s))
+        siblings.insert(next(i for i, f in enumerate(siblings) if f.name == after) + 1, added)
+    top = versions[-1]
+    seen: set[str] = set()
+    return {"apiKey": api_key, "type": kind, "name": f"{api}{kind.capitalize()}",
+            "validVersions": f"{low}-{top}" if low != top else str(top),
+            "flexibleVersions": f"{flexible}+" if flexible is not None else "none",
+            "fields": [render(f, top, seen) for f in fields]}
+
+
+def walk(fields: list[Field]) -> list[Field]:
+    out = []
+    for field in fields:
+        out.append(field)
+        out.extend(walk(field.fields or []))
+    return out
+
+
+def parse_versions(text: str, top: int) -> set[int]:
+    if text.endswith("+"):
+        return set(range(int(text[:-1]), top + 1))
+    low, _, high = text.partition("-")
+    return set(range(int(low), int(high or low) + 1))
+
+
+# Versions Kafka 4 removed, still seen in captures of older clusters: the oldest
+# version, and the fields whose version range differs once they are included.
+def only_old(name: str, type_: str, versions: range, default: Any = dataclasses.MISSING) -> Field:
+    return Field(name, type_, set(versions), set(), set(), None, default, None, None)
+
+
+OLD_VERSIONS: dict[str, dict[str, dict[str, Any]]] = {
+    "Produce": {
+        "request": {"low": 0, "fields": {"TransactionalId": "3+"}},
+        "response": {"low": 0, "fields": {"ThrottleTimeMs": "1+", "LogAppendTimeMs": "2+"}},
+    },
+    "Fetch": {
+        "request": {"low": 0, "fields": {"MaxBytes": "3+", "IsolationLevel": "4+"}},
+        "response": {"low": 0, "fields": {"ThrottleTimeMs": "1+", "LastStableOffset": "4+",
+                                          "AbortedTransactions": "4+"}},
+    },
+    "ListOffsets": {
+        "request": {"low": 0, "add": [("Timestamp", only_old("MaxNumOffsets", "int32", range(1), 1))]},
+        "response": {"low": 0, "fields": {"Timestamp": "1+", "Offset": "1+"},
+                     "add": [("ErrorCode", only_old("OldStyleOffsets", "[]int64", range(1)))]},
+    },
+}
+
+
+def main(apis: list[str]) -> None:
+    for api in apis:
+        for kind in ("request", "response"):
+            spec = definition(api, kind, OLD_VERSIONS.get(api, {}).get(kind, {}))
+            text = json.dumps(spec, indent=2) + "\n"
+            header = (f"// {spec['name']}: written for kdissect from the facts of Apache Kafka's\n"
+                      "// message definitions (layouts, versions, tags); descriptions are kdissect's.\n")
+            (OUT / f"{spec['name']}.json").write_text(header + text, encoding="utf-8")
+            print(spec["name"], spec["validVersions"])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
