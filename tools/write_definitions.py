@@ -240,6 +240,22 @@ OLD_VERSIONS: dict[str, dict[str, dict[str, Any]]] = {
         "response": {"low": 0, "fields": {"ThrottleTimeMs": "1+", "LastStableOffset": "4+",
                                           "AbortedTransactions": "4+"}},
     },
+    "OffsetCommit": {
+        "request": {"low": 0, "fields": {"GenerationIdOrMemberEpoch": "1+", "MemberId": "1+",
+                                         "RetentionTimeMs": "2-4"},
+                    "add": [("CommittedLeaderEpoch", only_old("CommitTimestamp", "int64", range(1, 2), -1))]},
+        "response": {"low": 0},
+    },
+    "OffsetFetch": {"request": {"low": 0}, "response": {"low": 0}},
+    "CreateTopics": {
+        "request": {"low": 0, "fields": {"ValidateOnly": "1+"}},
+        "response": {"low": 0, "fields": {"ThrottleTimeMs": "2+", "ErrorMessage": "1+"}},
+    },
+    "DeleteTopics": {"request": {"low": 0}, "response": {"low": 0, "fields": {"ThrottleTimeMs": "1+"}}},
+    "OffsetForLeaderEpoch": {
+        "request": {"low": 0, "fields": {"CurrentLeaderEpoch": "2+"}},
+        "response": {"low": 0, "fields": {"ThrottleTimeMs": "2+", "LeaderEpoch": "1+"}},
+    },
     "ListOffsets": {
         "request": {"low": 0, "add": [("Timestamp", only_old("MaxNumOffsets", "int32", range(1), 1))]},
         "response": {"low": 0, "fields": {"Timestamp": "1+", "Offset": "1+"},
