@@ -201,12 +201,26 @@ def definition(api: str, kind: str, old: dict[str, Any]) -> dict[str, Any]:
         siblings = next(s for s in [fields, *(f.fields for f in walk(fields) if f.fields)]
                         if any(f.name == after for f in s))
         siblings.insert(next(i for i, f in enumerate(siblings) if f.name == after) + 1, added)
+    unify_structs(fields)
     top = versions[-1]
     seen: set[str] = set()
     return {"apiKey": api_key, "type": kind, "name": f"{api}{kind.capitalize()}",
             "validVersions": f"{low}-{top}" if low != top else str(top),
             "flexibleVersions": f"{flexible}+" if flexible is not None else "none",
             "fields": [render(f, top, seen) for f in fields]}
+
+
+def unify_structs(fields: list[Field]) -> None:
+    """One field list per struct name: Kafka's common structs are shared by several fields."""
+    by_name: dict[str, list[Field]] = {}
+    for field in walk(fields):
+        if field.fields is None:
+            continue
+        element = field.type.removeprefix("[]")
+        shared = by_name.setdefault(element, field.fields)
+        if shared is not field.fields:
+            merge(shared, field.fields)
+            field.fields = shared
 
 
 def walk(fields: list[Field]) -> list[Field]:
