@@ -1,7 +1,7 @@
 """Real captures decode cleanly, and agree with tshark where tshark 4.0 decodes the version.
 
-Every message of the third-party captures and of the shipped Tansu captures gets
-a tree that tiles its frame with no error note (the one exception: librdkafka's
+Every message of the third-party captures and of the shipped Tansu captures, with
+an installed kafka-python's definitions or kdissect's own alone, gets a tree that tiles its frame with no error note (the one exception: librdkafka's
 ApiVersions v0 request, which carries 4 bytes past the v0 layout; tshark says so
 too: "Dissected message does not end at the pdu length offset"). For every
 message tshark decodes without complaint, topic names, partitions, error codes,
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import missing
 
+from kdissect.decode.schema import configure_definitions, set_sources
 from kdissect.decode.tree import Node
 from kdissect.notes import Severity
 from kdissect.pair.message import Message
@@ -42,6 +43,14 @@ def captures(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix in (".pcap", ".pcapng"))
 
 
+@pytest.fixture(params=[True, False], ids=["with-kafka-python", "kdissect-only"])
+def definitions(request: pytest.FixtureRequest) -> Iterator[None]:
+    configure_definitions(installed=request.param)
+    yield
+    set_sources(None)
+
+
+@pytest.mark.usefixtures("definitions")
 def test_every_third_party_message_decodes_without_an_error(public_captures: Path) -> None:
     decoded = set()
     for path in captures(public_captures):
@@ -60,6 +69,7 @@ def test_every_third_party_message_decodes_without_an_error(public_captures: Pat
             (11, 7), (12, 4), (13, 4), (14, 5), (18, 3), (22, 4)} <= decoded
 
 
+@pytest.mark.usefixtures("definitions")
 def test_every_shipped_capture_message_decodes_without_any_note(shipped_captures: Path) -> None:
     apis = set()
     for path in captures(shipped_captures):

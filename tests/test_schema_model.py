@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kdissect.apis import APIS
 from kdissect.decode.schema import (
     Kind,
     SchemaError,
@@ -60,6 +61,8 @@ def test_shipped_definitions_load_and_are_complete() -> None:
     assert {"DescribeProducersRequest", "DescribeProducersResponse", "DescribeQuorumRequest",
             "DescribeQuorumResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse",
             "RequestHeader", "ResponseHeader", "VoteRequest", "ProduceRequest"} <= names
+    shipped = {spec.api_key for spec in load_definitions()} - {None}
+    assert shipped == set(APIS) - {4, 5, 6, 7}  # all but the ZooKeeper-era inter-broker APIs
     quorum = message_spec(55, "response")
     assert quorum is not None
     assert str(quorum.valid_versions) == "0-2"

@@ -300,10 +300,12 @@ def definition(api: str, kind: str, old: dict[str, Any]) -> dict[str, Any]:
         target = next(f for f in walk(fields) if f.name == name)
         target.versions = parse_versions(text, versions[-1])
         target.nullable &= target.versions
-    for after, added in old.get("add", []):  # fields only the old versions had
+    for anchor, added in old.get("add", []):  # fields only the old versions had: "X" after X, "^X" before
+        name = anchor.lstrip("^")
         siblings = next(s for s in [fields, *(f.fields for f in walk(fields) if f.fields)]
-                        if any(f.name == after for f in s))
-        siblings.insert(next(i for i, f in enumerate(siblings) if f.name == after) + 1, added)
+                        if any(f.name == name for f in s))
+        index = next(i for i, f in enumerate(siblings) if f.name == name)
+        siblings.insert(index if anchor.startswith("^") else index + 1, added)
     unify_structs(fields)
     top = versions[-1]
     seen: set[str] = set()
@@ -343,8 +345,12 @@ def parse_versions(text: str, top: int) -> set[int]:
 
 # Versions Kafka 4 removed, still seen in captures of older clusters: the oldest
 # version, and the fields whose version range differs once they are included.
-def only_old(name: str, type_: str, versions: range, default: Any = dataclasses.MISSING) -> Field:
-    return Field(name, type_, set(versions), set(), set(), None, default, None, None)
+def only_old(name: str, type_: str, versions: range, default: Any = dataclasses.MISSING,
+             entity: str | None = None) -> Field:
+    return Field(name, type_, set(versions), set(), set(), None, default, entity, None)
+
+
+SAME_AS_V1 = {"request": {"low": 0}, "response": {"low": 0}}  # v0 and v1 differ only in behaviour
 
 
 OLD_VERSIONS: dict[str, dict[str, dict[str, Any]]] = {
@@ -373,6 +379,33 @@ OLD_VERSIONS: dict[str, dict[str, dict[str, Any]]] = {
         "request": {"low": 0, "fields": {"CurrentLeaderEpoch": "2+"}},
         "response": {"low": 0, "fields": {"ThrottleTimeMs": "2+", "LeaderEpoch": "1+"}},
     },
+    "DescribeAcls": {
+        "request": {"low": 0, "fields": {"PatternTypeFilter": "1+"}},
+        "response": {"low": 0, "fields": {"PatternType": "1+"}},
+    },
+    "CreateAcls": {"request": {"low": 0, "fields": {"ResourcePatternType": "1+"}}, "response": {"low": 0}},
+    "DeleteAcls": {
+        "request": {"low": 0, "fields": {"PatternTypeFilter": "1+"}},
+        "response": {"low": 0, "fields": {"PatternType": "1+"}},
+    },
+    "DescribeConfigs": {
+        "request": {"low": 0, "fields": {"IncludeSynonyms": "1+"}},
+        "response": {"low": 0, "fields": {"ConfigSource": "1+", "Synonyms": "1+"},
+                     "add": [("ReadOnly", only_old("IsDefault", "bool", range(1)))]},
+    },
+    "AlterPartition": {
+        "request": {"low": 0, "fields": {"TopicId": "2+", "NewIsr": "0-2", "LeaderRecoveryState": "1+"},
+                    "add": [("^TopicId", only_old("TopicName", "string", range(2), entity="topicName"))]},
+        "response": {"low": 0, "fields": {"TopicId": "2+", "LeaderRecoveryState": "1+"},
+                     "add": [("^TopicId", only_old("TopicName", "string", range(2), entity="topicName"))]},
+    },
+    "AlterReplicaLogDirs": SAME_AS_V1,
+    "DescribeLogDirs": SAME_AS_V1,
+    "WriteTxnMarkers": SAME_AS_V1,
+    "CreateDelegationToken": SAME_AS_V1,
+    "RenewDelegationToken": SAME_AS_V1,
+    "ExpireDelegationToken": SAME_AS_V1,
+    "DescribeDelegationToken": SAME_AS_V1,
     "ListOffsets": {
         "request": {"low": 0, "add": [("Timestamp", only_old("MaxNumOffsets", "int32", range(1), 1))]},
         "response": {"low": 0, "fields": {"Timestamp": "1+", "Offset": "1+"},
