@@ -11,12 +11,17 @@ offsets and group ids are the same values, in the same order.
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import missing
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+from scapy.utils import wrpcap
 
 from kdissect.decode.schema import configure_definitions, set_sources
 from kdissect.decode.tree import Node
@@ -115,10 +120,12 @@ def kdissect_values(message: Message) -> tuple[list[str], ...]:
     body = message.tree().children[2]
     for node, parent in walk(body):
         container = parent.type if parent is not None else ""
-        if node.name in ("Name", "Topic", "TopicName") and "Topic" in container:
+        if node.name in ("Topic", "TopicName") or (node.name == "Name" and "Topic" in container):
             topics.append(str(node.value))
-        elif node.name in ("PartitionIndex", "Partition", "Index") and "Partition" in container:
+        elif node.name == "PartitionIndex" or (node.name in ("Partition", "Index") and "Partition" in container):
             partitions.append(str(node.value))
+        elif node.name == "PartitionIndexes":
+            partitions.extend(str(c.value) for c in node.children if c.name != "length")
         elif node.name == "ErrorCode":
             errors.append(str(node.value))
         elif node.name in ("BaseOffset", "Offset", "CommittedOffset", "FetchOffset", "OldStyleOffsets"):
@@ -156,3 +163,56 @@ def test_old_produce_versions_dropped_by_kafka_4_decode(public_captures: Path, n
     request = next(m for m in produce if m.is_request).tree().children[2]
     assert request["TopicData"].value == 1
     assert request.child("TransactionalId") is None  # only from v3 on
+
+
+# -- APIs Kafka 4 removed: frames built here, read by tshark and by kdissect ----------------
+
+
+def s16(text: str) -> bytes:
+    return struct.pack(">h", len(text)) + text.encode()
+
+
+def request(key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    payload = struct.pack(">hhi", key, version, correlation_id) + s16("ctl") + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def response(correlation_id: int, body: bytes) -> bytes:
+    return struct.pack(">ii", len(body) + 4, correlation_id) + body
+
+
+ZOOKEEPER_ERA = [  # (request, response) of StopReplica v0, v1 and ControlledShutdown v1, v2
+    (request(5, 0, 11, struct.pack(">ii?i", 1, 2, True, 2) + s16("t0") + struct.pack(">i", 3) + s16("t1")
+             + struct.pack(">i", 4)),
+     response(11, struct.pack(">hi", 0, 1) + s16("t0") + struct.pack(">ih", 3, 6))),
+    (request(5, 1, 12, struct.pack(">iiq?i", 1, 2, 99, False, 1) + s16("alpha") + struct.pack(">iii", 2, 0, 7)),
+     response(12, struct.pack(">hi", 0, 2) + s16("alpha") + struct.pack(">ih", 0, 0) + s16("alpha")
+              + struct.pack(">ih", 7, 0))),
+    (request(7, 1, 14, struct.pack(">i", 3)),
+     response(14, struct.pack(">hi", 0, 1) + s16("gamma") + struct.pack(">i", 2))),
+    (request(7, 2, 15, struct.pack(">iq", 3, 77)), response(15, struct.pack(">hi", 15, 0))),
+]
+
+
+def write_exchanges(path: Path, exchanges: list[tuple[bytes, bytes]]) -> None:
+    packets, client_seq, server_seq = [], 1000, 5000
+    for ask, answer in exchanges:
+        packets.append(Ether() / IP(src="10.0.0.1", dst="10.0.0.2")
+                       / TCP(sport=40000, dport=9092, flags="PA", seq=client_seq, ack=server_seq) / Raw(ask))
+        client_seq += len(ask)
+        packets.append(Ether() / IP(src="10.0.0.2", dst="10.0.0.1")
+                       / TCP(sport=9092, dport=40000, flags="PA", seq=server_seq, ack=client_seq) / Raw(answer))
+        server_seq += len(answer)
+    wrpcap(str(path), packets)
+
+
+def test_zookeeper_era_apis_decode_as_tshark_reads_them(tmp_path: Path) -> None:
+    path = tmp_path / "zookeeper_era.pcap"
+    write_exchanges(path, ZOOKEEPER_ERA)
+    rows = tshark_rows(path)
+    decoded = messages(path)
+    assert len(decoded) == 8 == len(rows)
+    for message in decoded:
+        tree = message.tree()
+        assert [str(n) for n in tree.all_notes()] == [] and tree.tiling_errors() == []
+        assert kdissect_values(message) == rows[message.frame.last_packet], message.number
