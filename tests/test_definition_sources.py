@@ -194,3 +194,12 @@ def test_list_apis_prints_every_api_with_its_versions_and_source(capsys: pytest.
     assert re.search(r"Vote +0-2 +0-2 +kdissect", rows[52])
     assert re.search(r"Produce +0-13 +0-13 +kdissect", rows[0])
     assert "no definition (see --schemas)" in rows[4]
+
+
+def test_read_pcap_takes_the_operators_definitions(tmp_path: Path, shipped_captures: Path) -> None:
+    from kdissect import read_pcap
+
+    folder = operator_folder(tmp_path, "3-13", "acks, as the operator's broker defines it")
+    capture = read_pcap(shipped_captures / "tansu_topic_partitions.pcap", schemas=folder)
+    produce = next(m for m in capture.message_list if m.api_key == 0 and m.is_request)
+    assert produce.tree().children[2]["Acks"].about == "acks, as the operator's broker defines it"
