@@ -28,8 +28,8 @@ OUT = Path(__import__("os").environ.get("KDISSECT_DEFS_OUT") or Path(__file__).r
 ENTITY_TYPES = {"BrokerId": "brokerId", "TopicName": "topicName", "GroupId": "groupId",
                 "ProducerId": "producerId", "TransactionalId": "transactionalId"}
 KIO_TYPES = {"error_code": "int16", "timedelta_i32": "int32", "timedelta_i64": "int64", "datetime_i64": "int64"}
-# kio drops the unit from time fields; Kafka's names keep it except where listed.
-NO_MS_SUFFIX = frozenset({"IssueTimestamp", "ExpiryTimestamp", "MaxTimestamp"})
+# kio drops the unit from time fields; Kafka's names keep it except in DescribeDelegationToken.
+NO_MS_SUFFIX = {"DescribeDelegationToken": frozenset({"IssueTimestamp", "ExpiryTimestamp", "MaxTimestamp"})}
 
 ABOUT = {
     "ErrorCode": "error code, 0 when there was none",
@@ -111,6 +111,9 @@ ABOUT = {
     "Renewers": "principals allowed to renew the token", "MaxLifetimeMs": "longest the token may live, in ms, -1 for the default",
     "IssueTimestamp": "when the token was issued, ms since the epoch",
     "ExpiryTimestamp": "when the token expires, ms since the epoch", "MaxTimestamp": "latest the token can live to",
+    "IssueTimestampMs": "when the token was issued, ms since the epoch",
+    "ExpiryTimestampMs": "when the token expires, ms since the epoch",
+    "MaxTimestampMs": "latest the token can live to, ms since the epoch",
     "TokenId": "token id", "Hmac": "token HMAC", "Tokens": "tokens", "RenewPeriodMs": "renewal period, in ms",
     "ExpiryTimePeriodMs": "how long until expiry, in ms, -1 to expire now",
     "ClientInstanceId": "client instance id given by the broker", "SubscriptionId": "id of the metrics subscription",
@@ -192,18 +195,18 @@ def element_of(hint: Any) -> tuple[Any, bool, bool]:
     return hint, False, nullable
 
 
-def fields_of(cls: Any, version: int) -> list[Field]:
+def fields_of(cls: Any, version: int, api: str) -> list[Field]:
     hints = typing.get_type_hints(cls)
     result = []
     for spec in dataclasses.fields(cls):
         hint, is_array, nullable = element_of(hints[spec.name])
         kio_type = spec.metadata.get("kafka_type")
         name = camel(spec.name)
-        if kio_type in ("timedelta_i32", "timedelta_i64", "datetime_i64") and name not in NO_MS_SUFFIX:
+        if kio_type in ("timedelta_i32", "timedelta_i64", "datetime_i64") and name not in NO_MS_SUFFIX.get(api, ()):
             name += "Ms"
         inner = None
         if dataclasses.is_dataclass(hint):
-            element, inner = hint.__name__, fields_of(hint, version)
+            element, inner = hint.__name__, fields_of(hint, version, api)
         else:
             element = KIO_TYPES.get(kio_type, kio_type)
             if kio_type is None:  # primitive arrays carry the type on the element hint
@@ -286,7 +289,7 @@ def definition(api: str, kind: str, old: dict[str, Any]) -> dict[str, Any]:
     flexible = None
     for version in versions:
         cls = top_class(module, version, kind)
-        merge(fields, fields_of(cls, version))
+        merge(fields, fields_of(cls, version, api))
         if cls.__flexible__ and flexible is None:
             flexible = version
         api_key = int(cls.__api_key__)
