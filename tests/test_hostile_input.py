@@ -385,7 +385,8 @@ def test_malformed_messages_on_one_connection_are_noted_and_the_next_decodes() -
              for m in messages]
     assert found == [
         (1, [(Severity.WARN, "unknown API key 999: body not decoded", 14)]),
-        (2, [(Severity.WARN, "DescribeQuorum v9 is not supported: body not decoded", 15)]),
+        (2, [(Severity.WARN, "DescribeQuorum v9 is newer than the definitions: decoded as v2, the newest known", 15),
+             (Severity.ERROR, "Partitions: 1 element needs at least 5 bytes, 4 left", 18)]),
         (3, [(Severity.ERROR, "truncated: Name declares 4 bytes, 2 left", 0x10)]),
         (4, []), (5, []), (5, [])]
     assert [n.message for n in messages[3].frame.notes] == [
