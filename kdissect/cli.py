@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
-    add("files", nargs="+", metavar="FILE",
+    add("files", nargs="*", metavar="FILE",
         help="pcap or pcapng capture, possibly gzip/bzip2/xz/zstd-compressed; '-' reads standard "
         "input; several files are read as one capture merged by packet time (a rotated set)")
     add("--separate", action="store_true",
@@ -123,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="show SASL passwords, SCRAM proofs and tokens (masked by default)")
     add("--max-frame-size", type=_positive, default=MAX_FRAME_SIZE, metavar="BYTES",
         help=f"largest plausible Kafka frame (default {MAX_FRAME_SIZE})")
+    add("--schemas", metavar="PATH",
+        help="decode with these Kafka message definitions first: a folder of Kafka's *.json "
+        "message files (clients/src/main/resources/common/message) or a kafka-clients jar")
+    add("--list-apis", action="store_true",
+        help="print every API key with the versions kdissect decodes and their definition source")
     add("--version", action="version", version=f"kdissect {__version__}")
     return parser
 
@@ -173,6 +178,14 @@ def _api_list(text: str) -> frozenset[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _definitions(parser, args)
+    if args.list_apis:
+        from kdissect.present.definitions import api_table
+
+        print(api_table())
+        return EXIT_OK
+    if not args.files:
+        parser.error("the following arguments are required: FILE")
     try:
         keep = selector(args.api, args.filter)
     except FilterError as exc:  # one line, as tshark says a filter is not valid
@@ -199,6 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kdissect: internal error: {type(exc).__name__}: {exc} "
               "(set KDISSECT_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _definitions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.schemas is None:
+        return
+    from kdissect.decode.schema import SchemaError, configure_definitions
+
+    try:
+        configure_definitions(args.schemas)
+    except SchemaError as exc:
+        parser.error(str(exc))
 
 
 def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:

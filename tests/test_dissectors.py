@@ -26,6 +26,7 @@ from kio.serial import entity_writer
 
 from kdissect.apis import APIS, request_header_version, response_header_version
 from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.schema import set_sources
 from kdissect.decode.tree import Node
 from kdissect.ingest.framing import Direction
 from kdissect.pipeline import read_messages
@@ -37,6 +38,14 @@ producers: Any = kio_producers
 quorum: Any = kio_quorum
 topic_partitions: Any = kio_topic_partitions
 BODY = b"\xab\xcd\xef"
+
+
+@pytest.fixture
+def no_body_definitions() -> Any:
+    """Headers only: every body stays raw, whatever definitions are installed."""
+    set_sources(())
+    yield
+    set_sources(None)
 
 
 
@@ -67,6 +76,7 @@ def request_bytes(api_key: int, version: int, client_id: str | None) -> bytes:
     return framed(header.encode(flexible=flexible) + BODY)
 
 
+@pytest.mark.usefixtures("no_body_definitions")
 @pytest.mark.parametrize(("api_key", "version"), list(header_versions()))
 def test_request_header_of_every_api_version(api_key: int, version: int) -> None:
     tree = dissect_request(request_bytes(api_key, version, "client-7"))
@@ -83,13 +93,14 @@ def test_request_header_of_every_api_version(api_key: int, version: int) -> None
     assert (header.child("tagged_fields") is not None) == (header_version == 2)
     assert (tree.name, tree.display) == (f"{APIS[api_key].name}Request", f"v{version}")
     assert tree.tiling_errors() == []
-    if api_key not in DISSECTED:
-        body = tree.children[2]
-        assert (body.name, body.type, body.value, body.about) == (
-            f"{APIS[api_key].name}Request body", "bytes", BODY, "not dissected")
-        assert list(tree.all_notes()) == []
+    body = tree.children[2]
+    assert (body.name, body.type, body.value, body.about) == (
+        f"{APIS[api_key].name}Request body", "bytes", BODY, "no definition")
+    assert [n.message.split(":")[0] for n in tree.all_notes()] == [
+        f"no definition of {APIS[api_key].name} v{version}"]
 
 
+@pytest.mark.usefixtures("no_body_definitions")
 @pytest.mark.parametrize(("api_key", "version"), list(header_versions()))
 def test_response_header_of_every_api_version(api_key: int, version: int) -> None:
     flexible = response_header_version(api_key, version) == 1
@@ -100,9 +111,9 @@ def test_response_header_of_every_api_version(api_key: int, version: int) -> Non
     assert header["correlation_id"].value == -5
     assert [c.name for c in header.children] == ["correlation_id", *(["tagged_fields"] if flexible else [])]
     assert tree.tiling_errors() == []
-    if api_key not in DISSECTED:
-        assert tree.children[2].value == BODY
-        assert list(tree.all_notes()) == []
+    assert tree.children[2].value == BODY
+    assert [n.message.split(":")[0] for n in tree.all_notes()] == [
+        f"no definition of {APIS[api_key].name} v{version}"]
 
 
 def test_api_versions_responses_always_use_header_v0() -> None:
@@ -115,6 +126,13 @@ def test_api_versions_responses_always_use_header_v0() -> None:
 def public_frames(folder: Path) -> list[tuple[str, Any]]:
     return [(path.name, message) for path in sorted(folder.glob("*.pcap*"))
             for message in read_messages(path, ports=[9092, 36333])]
+
+
+def known_quirks(message: Any) -> list[str]:
+    """librdkafka's ApiVersions v0 request carries 4 zero bytes (an empty int32 array) the layout lacks."""
+    if message.frame.data[4:8] == b"\x00\x12\x00\x00" and message.frame.data[-4:] == bytes(4):
+        return ["error: 4 trailing bytes after the message body at 0x0015"]
+    return []
 
 
 def test_every_public_capture_frame_gets_the_header_kafka_python_reads(public_captures: Path) -> None:
@@ -141,7 +159,7 @@ def test_every_public_capture_frame_gets_the_header_kafka_python_reads(public_ca
         assert tree.tiling_errors() == [], name
         assert (tree.offset, tree.size) == (0, len(data)), name
         if message.api_key is not None:
-            assert list(tree.all_notes()) == [], name
+            assert [str(n) for n in tree.all_notes()] == known_quirks(message), name
     assert {("Produce", 9), ("Fetch", 12), ("Fetch", 13), ("ApiVersions", 3)} <= checked
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import io
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,20 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from kdissect.decode.dissect import dissect_request, dissect_response
+from kdissect.decode.schema import configure_definitions, set_sources
 from kdissect.notes import Severity
 from kdissect.present.hexdump import hexdump
 from kdissect.present.text import render_tree
 
 GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture(autouse=True)
+def own_definitions() -> Iterator[None]:
+    """The golden trees carry kdissect's own descriptions: pin its own files, whatever is installed."""
+    configure_definitions(installed=False)
+    yield
+    set_sources(None)
 ZERO_UUID = "00" * 16
 
 

@@ -117,7 +117,8 @@ def test_strings_from_the_wire_are_never_executed_or_used_as_paths(tmp_path: Pat
                for options in ([], ["-V", "-x", "-i"], ["--stats"], ["-T", "json"])]
     kdissect(work, "--export", "csv", "--format", "csv", "hostile.pcap")
     kdissect(work, "--export", "parquet", "hostile.pcap")
-    tables = {"messages", "exchanges", "fields", "topic_partitions", "producers", "quorum",
+    tables = {"messages", "exchanges", "fields", "records", "batches", "topic_partitions",
+              "producers", "quorum",
               "quorum_replicas", "quorum_nodes"}
     assert {str(p.relative_to(work)) for p in work.rglob("*")} == {
         "hostile.pcap", "csv", "parquet", *(f"csv/{t}.csv" for t in tables),
@@ -386,7 +387,8 @@ def test_malformed_messages_on_one_connection_are_noted_and_the_next_decodes() -
              for m in messages]
     assert found == [
         (1, [(Severity.WARN, "unknown API key 999: body not decoded", 14)]),
-        (2, [(Severity.WARN, "DescribeQuorum v9 is not supported: body not decoded", 15)]),
+        (2, [(Severity.WARN, "DescribeQuorum v9 is newer than the definitions: decoded as v2, the newest known", 15),
+             (Severity.ERROR, "Partitions: 1 element needs at least 5 bytes, 4 left", 18)]),
         (3, [(Severity.ERROR, "truncated: Name declares 4 bytes, 2 left", 0x10)]),
         (4, []), (5, []), (5, [])]
     assert [n.message for n in messages[3].frame.notes] == [

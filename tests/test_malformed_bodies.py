@@ -157,13 +157,15 @@ def test_broken_framing(data: bytes, expected: list[Any]) -> None:
     assert_sound(tree, data)
 
 
-def test_unsupported_version_of_a_dissected_api_keeps_the_body_raw() -> None:
+def test_version_newer_than_the_definitions_decodes_as_the_newest_with_a_note() -> None:
     data = frame("0037 0009 00000001 0000 00", "02 01 02 00000000 00 00 00")
     tree = dissect_request(data)
     body = tree.children[2]
     assert (tree.name, tree.display, body.name, body.type, body.size) == (
-        "DescribeQuorumRequest", "v9", "DescribeQuorumRequest body", "bytes", 10)
-    assert notes(tree) == [(WARN, "DescribeQuorum v9 is not supported: body not decoded", 0x0F)]
+        "DescribeQuorumRequest", "v9", "DescribeQuorumRequest", "struct", 10)
+    assert body["Topics"].value == 1
+    assert notes(tree) == [
+        (WARN, "DescribeQuorum v9 is newer than the definitions: decoded as v2, the newest known", 0x0F)]
     assert_sound(tree, data)
 
 

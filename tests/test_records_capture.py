@@ -9,11 +9,9 @@ consumer reading everything back. Its sidecar JSON holds what the client sent
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_definitions import with_record_apis
 
 import kdissect
 from kdissect.notes import Severity
@@ -26,9 +24,8 @@ SIDECAR = json.loads(PCAP.with_suffix(".json").read_text())
 
 
 @pytest.fixture(scope="module")
-def capture() -> Iterator[Capture]:
-    with with_record_apis():
-        yield kdissect.read_pcap(PCAP)
+def capture() -> Capture:
+    return kdissect.read_pcap(PCAP)
 
 
 def unhex(text: str | None) -> bytes | None:
@@ -127,14 +124,13 @@ def test_frame_record_counts_for_summaries(capture: Capture) -> None:
 ])
 def test_other_clients_batches_decode_with_their_crc_right(public_captures: Any, name: str,
                                                            expected: list[tuple[Any, ...]]) -> None:
-    with with_record_apis():
-        capture = kdissect.read_pcap(public_captures / name, ports=[36333])
-        for message in capture.message_list:
-            if message.api_key == 0:
-                tree = message.tree()
-                assert tree.tiling_errors() == [] and [n for n in tree.all_notes()
-                                                       if n.severity >= Severity.NOTE] == []
-        records = capture.records
+    capture = kdissect.read_pcap(public_captures / name, ports=[36333])
+    for message in capture.message_list:
+        if message.api_key == 0:
+            tree = message.tree()
+            assert tree.tiling_errors() == [] and [n for n in tree.all_notes()
+                                                   if n.severity >= Severity.NOTE] == []
+    records = capture.records
     assert records.batch_crc_ok.all()
     got = [(r.topic, r.offset, r.key, r.value, [k for k, _ in r.headers]) for r in records.itertuples()]
     # the JSON log lines of nDPI's capture are long: only their shape is pinned

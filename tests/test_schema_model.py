@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kdissect.apis import APIS
 from kdissect.decode.schema import (
     Kind,
     SchemaError,
@@ -56,11 +57,12 @@ def test_comments_are_stripped_outside_strings_only() -> None:
 
 
 def test_shipped_definitions_load_and_are_complete() -> None:
-    names = sorted(spec.name for spec in load_definitions())
-    assert names == sorted([
-        "DescribeProducersRequest", "DescribeProducersResponse", "DescribeQuorumRequest",
-        "DescribeQuorumResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse",
-        "RequestHeader", "ResponseHeader"])
+    names = {spec.name for spec in load_definitions()}
+    assert {"DescribeProducersRequest", "DescribeProducersResponse", "DescribeQuorumRequest",
+            "DescribeQuorumResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse",
+            "RequestHeader", "ResponseHeader", "VoteRequest", "ProduceRequest"} <= names
+    shipped = {spec.api_key for spec in load_definitions()} - {None}
+    assert shipped == set(APIS) - {4, 6}  # all but LeaderAndIsr and UpdateMetadata
     quorum = message_spec(55, "response")
     assert quorum is not None
     assert str(quorum.valid_versions) == "0-2"
@@ -114,10 +116,11 @@ def test_plans_are_compiled_once_and_cached() -> None:
     assert voters.element.struct is observers.element.struct  # ReplicaState compiled once
 
 
-def test_plans_exist_only_for_shipped_apis_and_valid_versions() -> None:
-    assert message_plan(55, 3, "response") is None
-    assert message_plan(0, 9, "request") is None
+def test_plans_exist_for_known_versions_and_newer_ones_use_the_newest() -> None:
+    assert plan_of(55, 3, "response").version == 2  # newer than every definition: decoded as v2
+    assert plan_of(0, 2, "request").version == 2
     assert message_plan(61, 0, "request") is not None
+    assert message_plan(4, 0, "request") is None  # LeaderAndIsr: no definition shipped
 
 
 def test_request_header_client_id_stays_classic_in_flexible_versions() -> None:

@@ -1,8 +1,9 @@
 """Whole frames to annotated trees: the frame, the header of every API, and the body.
 
-The body of every API and version with a definition is decoded field by
-field, with the meaning its dissector adds (`kdissect.dissectors.registry`);
-any other body is one raw node. Nothing here raises on bad bytes: problems become notes on a
+Bodies are decoded field by field from the message definitions (see
+`schema.sources`), with the meaning their dissector adds
+(`kdissect.dissectors.registry`); a body no definition covers is one raw node.
+Nothing here raises on bad bytes: problems become notes on a
 partial tree whose children still tile the frame.
 """
 
@@ -128,6 +129,9 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
     if plan is None:
         return _raw_body(data, pos, limit, name, *_why_raw(api_key, version, pos))
     body = Node(plan.name, "struct", None, "", pos, 0, f"message body, version {version}")
+    if plan.version != version:
+        body.notes.append(warn(f"{api_name(api_key)} v{version} is newer than the definitions: "
+                               f"decoded as v{plan.version}, the newest known", pos))
     decode_struct(data, body, limit, plan.body, declared=end)
     meaning = dissector(api_key)
     if meaning is not None:
@@ -138,9 +142,8 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
 def _why_raw(api_key: int, version: int, pos: int) -> tuple[str, Note | None]:
     if api_key not in APIS:
         return "unknown API", warn(f"unknown API key {api_key}: body not decoded", pos)
-    if api_key in dissected_api_keys():
-        return "unsupported version", warn(f"{api_name(api_key)} v{version} is not supported: body not decoded", pos)
-    return "not dissected", None
+    return "no definition", note(f"no definition of {api_name(api_key)} v{version}: body not decoded "
+                                 "(--schemas PATH reads Kafka's message files or kafka-clients jar)", pos)
 
 
 def _raw_body(data: bytes, pos: int, limit: int, name: str, about: str, problem: Note | None = None) -> Node:

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
+from kdissect.decode.schema import configure_definitions
 from kdissect.decode.tree import Node
 from kdissect.error_codes import error_name
 from kdissect.ingest.capture import CaptureError
@@ -38,6 +39,7 @@ def read_pcap(
     filter: str | None = None,
     tls_keylog: KeyLogSource | None = None,
     show_secrets: bool = False,
+    schemas: str | os.PathLike[str] | None = None,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
@@ -49,9 +51,14 @@ def read_pcap(
     their responses); `filter` keeps the messages a display filter matches, as
     `kdissect -Y` does. A bad API name or filter raises ValueError before the
     capture is read. `tls_keylog` (NSS key log files) decrypts TLS connections;
-    SASL secrets are masked unless `show_secrets`.
+    SASL secrets are masked unless `show_secrets`. `schemas` (a folder of Kafka's
+    message files or a kafka-clients jar) becomes the first source of definitions
+    for this process, as `configure_definitions` does.
     """
     from kdissect.present.filter import selector
+
+    if schemas is not None:
+        configure_definitions(schemas)
 
     problems: list[Note] = []
     keep = selector(apis, filter)
@@ -396,7 +403,15 @@ def _text_cell(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return bytes(value).hex()
     if isinstance(value, list | tuple):
-        return json.dumps([_text_cell(item) for item in value], ensure_ascii=True)
+        return json.dumps(_json_ready(value), ensure_ascii=True)
+    return value
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    if isinstance(value, list | tuple):
+        return [_json_ready(item) for item in value]
     return value
 
 

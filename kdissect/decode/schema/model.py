@@ -26,7 +26,7 @@ INTEGER_RANGES: dict[str, tuple[int, int]] = {
 }
 PRIMITIVE_TYPES = frozenset({*INTEGER_RANGES, "bool", "float64", "uuid", "string", "bytes", "records"})
 LENGTH_PREFIXED = frozenset({"string", "bytes", "records"})
-MESSAGE_KINDS = frozenset({"request", "response", "header"})
+MESSAGE_KINDS = frozenset({"request", "response", "header", "data"})  # data: not an API message
 
 _MESSAGE_KEYS = frozenset({
     "apiKey", "type", "listeners", "name", "validVersions", "flexibleVersions",
@@ -95,8 +95,8 @@ class StructSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageSpec:
-    api_key: int | None  # None for headers
-    kind: str  # "request", "response" or "header"
+    api_key: int | None  # None for headers and data
+    kind: str  # "request", "response", "header" or "data" (e.g. ConsumerProtocolSubscription)
     name: str
     valid_versions: VersionRange
     flexible_versions: VersionRange
@@ -124,7 +124,7 @@ def _parse_message(raw: Mapping[str, Any]) -> MessageSpec:
     if kind not in MESSAGE_KINDS:
         raise SchemaError(f"type {kind!r} is not one of {sorted(MESSAGE_KINDS)}")
     api_key = raw.get("apiKey")
-    if (kind == "header") != (api_key is None) or not isinstance(api_key, int | None):
+    if (kind in ("header", "data")) != (api_key is None) or not isinstance(api_key, int | None):
         raise SchemaError("apiKey is required for requests and responses, and only for them")
     flexible = VersionRange.parse(raw.get("flexibleVersions", "none"))
     fields = _parse_fields(raw["fields"], name, flexible)

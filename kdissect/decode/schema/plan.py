@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from kdissect.decode.schema.loader import header_spec, message_spec
+from kdissect.decode.schema.loader import header_spec, resolve
 from kdissect.decode.schema.model import FieldSpec, FieldType, MessageSpec
 from kdissect.decode.schema.versions import SchemaError
 
@@ -87,11 +87,12 @@ class MessagePlan:
 
 @functools.cache
 def message_plan(api_key: int, version: int, kind: str) -> MessagePlan | None:
-    """The plan of an API's request or response body, None when not shipped or version invalid."""
-    spec = message_spec(api_key, kind)
-    if spec is None or version not in spec.valid_versions:
-        return None
-    return compile_message(spec, version)
+    """The plan of an API's request or response body, None when no definition has the version.
+
+    A version newer than every definition gets the newest one's plan (`plan.version` says which).
+    """
+    found = resolve(api_key, version, kind)
+    return None if found is None else compile_message(found.spec, found.version)
 
 
 @functools.cache
