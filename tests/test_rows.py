@@ -99,3 +99,13 @@ def test_message_json_escapes_text_outside_ascii() -> None:
     escaped = _NON_ASCII.sub(_escape, text)
     assert escaped.isascii() and json.loads(escaped) == json.loads(text)
     assert escaped == json.dumps(json.loads(text), separators=(",", ":"))
+
+
+@given(st.integers(1, 253402300799999))
+def test_timestamps_read_as_datetime_formats_them(milliseconds: int) -> None:
+    import datetime
+
+    from kdissect.dissectors import format_timestamp
+
+    moment = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(milliseconds=milliseconds)
+    assert format_timestamp(milliseconds) == f"{moment:%Y-%m-%d %H:%M:%S}.{milliseconds % 1000:03d} UTC"
