@@ -8,7 +8,7 @@ from typing import BinaryIO
 
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, read_frames
 from kdissect.notes import Note
-from kdissect.pair.message import Message, parse_message
+from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import pair_messages
 
 Source = str | os.PathLike[str] | BinaryIO
@@ -31,5 +31,5 @@ def read_messages(
     frames = read_frames(
         source, ports=ports, detect=detect, max_frame_size=max_frame_size, report=report
     )
-    messages = (parse_message(number, frame) for number, frame in enumerate(frames, 1))
+    messages = (message_from_frame(number, frame) for number, frame in enumerate(frames, 1))
     return pair_messages(messages)

@@ -59,11 +59,6 @@ class Node:
             for child in reversed(node.children):
                 stack.append((child, level + 1, _join(node_path, node, child)))
 
-    def _repr_html_(self) -> str:  # a collapsible tree in Jupyter
-        from kdissect.present.html import tree_html
-
-        return tree_html(self)
-
     def nodes(self) -> Iterator[Node]:
         """Every node of the subtree, the node itself first, without building paths."""
         stack = [self]

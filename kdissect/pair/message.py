@@ -100,11 +100,6 @@ class Message:
             found.extend(n for n in self._tree.all_notes() if (n.severity, n.message) not in seen)
         return found
 
-    def _repr_html_(self) -> str:
-        from kdissect.present.html import message_html
-
-        return message_html(self)
-
     @property
     def kind(self) -> str:
         return "request" if self.is_request else "response"
@@ -170,7 +165,7 @@ class Message:
         return tree
 
 
-def parse_message(number: int, frame: Frame) -> Message:
+def message_from_frame(number: int, frame: Frame) -> Message:
     """Read the header fields of a frame without touching the body."""
     data = frame.data
     if frame.direction is Direction.REQUEST:

@@ -22,6 +22,7 @@ from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
+from kdissect.present.html import capture_html
 from kdissect.present.records import json_value, message_record
 from kdissect.present.tables import TABLES, Columns, TableSpec
 
@@ -154,8 +155,6 @@ class Capture:
         return lines
 
     def _repr_html_(self) -> str:
-        from kdissect.present.html import capture_html
-
         return capture_html(self)
 
 

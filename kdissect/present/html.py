@@ -1,14 +1,20 @@
-"""Jupyter views: a message tree as collapsible HTML, a capture as a summary."""
+"""Jupyter views: a message tree as collapsible HTML, a capture as a summary.
+
+The decode and pair tiers know nothing of HTML: importing this module tells a
+running IPython how to show their `Node` and `Message` objects.
+"""
 
 from __future__ import annotations
 
+import sys
 from html import escape
 from typing import TYPE_CHECKING
 
 from kdissect.decode.tree import Node
+from kdissect.pair.message import Message
+from kdissect.present.summary import summary_line
 
 if TYPE_CHECKING:
-    from kdissect.pair.message import Message
     from kdissect.present.analysis import Capture
 
 _STYLE = (
@@ -25,8 +31,6 @@ def tree_html(root: Node) -> str:
 
 
 def message_html(message: Message) -> str:
-    from kdissect.present.summary import summary_line
-
     return f"<div><b>{escape(summary_line(message))}</b></div>" + tree_html(message.tree())
 
 
@@ -61,3 +65,18 @@ def _label(node: Node) -> str:
     for note in node.notes:
         text += f" <span class='kd-note'>{escape(str(note))}</span>"
     return text
+
+
+def register_html_views() -> bool:
+    """Show trees and messages as HTML in a running IPython (Jupyter); False when there is none."""
+    ipython = sys.modules.get("IPython")
+    shell = getattr(ipython, "get_ipython", lambda: None)()
+    if shell is None:
+        return False
+    formatter = shell.display_formatter.formatters["text/html"]
+    formatter.for_type(Node, tree_html)
+    formatter.for_type(Message, message_html)
+    return True
+
+
+register_html_views()
