@@ -9,11 +9,22 @@ from the wire, which have size 0 and are skipped by the tiling invariant.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from kdissect.notes import Note
+
+# How objects of this tier and the pair tier show in Jupyter, by type. The
+# presentation layer fills it when imported (kdissect.present.html): this tier
+# imports nothing above it.
+HTML_VIEWS: dict[type, Callable[[Any], str]] = {}
+
+
+def html_view(item: object) -> str | None:
+    """The registered HTML of `item`, or None (Jupyter then shows its text)."""
+    view = HTML_VIEWS.get(type(item))
+    return None if view is None else view(item)
 
 
 @dataclass(slots=True, eq=False)
@@ -58,6 +69,9 @@ class Node:
             yield node, level, node_path
             for child in reversed(node.children):
                 stack.append((child, level + 1, _join(node_path, node, child)))
+
+    def _repr_html_(self) -> str | None:  # a collapsible tree in Jupyter
+        return html_view(self)
 
     def nodes(self) -> Iterator[Node]:
         """Every node of the subtree, the node itself first, without building paths."""

@@ -21,7 +21,7 @@ from kdissect.apis import api_name, request_header_version
 from kdissect.decode.dissect import dissect_request, dissect_response, message_body
 from kdissect.decode.rows import Row, message_rows
 from kdissect.decode.schema import message_plan
-from kdissect.decode.tree import Node
+from kdissect.decode.tree import Node, html_view
 from kdissect.decode.values import Values, fast_body, tree_values
 from kdissect.ingest.framing import Direction, Frame
 from kdissect.notes import Note
@@ -146,6 +146,9 @@ class Message:
         if values is None or self.api_key is None or self.api_version is None:
             return None
         return message_rows(self.frame.data, self.kind, self.api_key, self.api_version, values)
+
+    def _repr_html_(self) -> str | None:  # the summary line and tree in Jupyter
+        return html_view(self)
 
     def tree(self, *, keep: bool = True) -> Node:
         """The annotated tree of the whole message, decoded on first use.

@@ -1,16 +1,15 @@
 """Jupyter views: a message tree as collapsible HTML, a capture as a summary.
 
-The decode and pair tiers know nothing of HTML: importing this module tells a
-running IPython how to show their `Node` and `Message` objects.
+The decode and pair tiers know nothing of HTML: importing this module registers
+the views of their `Node` and `Message` objects in `kdissect.decode.tree.HTML_VIEWS`.
 """
 
 from __future__ import annotations
 
-import sys
 from html import escape
 from typing import TYPE_CHECKING
 
-from kdissect.decode.tree import Node
+from kdissect.decode.tree import HTML_VIEWS, Node
 from kdissect.pair.message import Message
 from kdissect.present.summary import summary_line
 
@@ -67,16 +66,5 @@ def _label(node: Node) -> str:
     return text
 
 
-def register_html_views() -> bool:
-    """Show trees and messages as HTML in a running IPython (Jupyter); False when there is none."""
-    ipython = sys.modules.get("IPython")
-    shell = getattr(ipython, "get_ipython", lambda: None)()
-    if shell is None:
-        return False
-    formatter = shell.display_formatter.formatters["text/html"]
-    formatter.for_type(Node, tree_html)
-    formatter.for_type(Message, message_html)
-    return True
-
-
-register_html_views()
+HTML_VIEWS[Node] = tree_html
+HTML_VIEWS[Message] = message_html
