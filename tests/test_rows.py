@@ -109,3 +109,17 @@ def test_timestamps_read_as_datetime_formats_them(milliseconds: int) -> None:
 
     moment = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(milliseconds=milliseconds)
     assert format_timestamp(milliseconds) == f"{moment:%Y-%m-%d %H:%M:%S}.{milliseconds % 1000:03d} UTC"
+
+
+@pytest.mark.parametrize("capture", ["quorum_story.pcap", "producers_story.pcap", "tansu_topic_partitions.pcap"])
+def test_fields_table_from_rows_equals_the_one_from_trees(shipped_captures: Path, capture: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import pandas as pd
+
+    import kdissect
+
+    from_rows = kdissect.read_pcap(shipped_captures / capture).fields
+    monkeypatch.setattr(Message, "rows", lambda self: None)  # every message through its Node tree
+    from_trees = kdissect.read_pcap(shipped_captures / capture).fields
+    pd.testing.assert_frame_equal(from_rows, from_trees, check_exact=True)
+    assert str(from_rows.path.dtype) == "string" and from_rows.path.array.__class__.__name__ == "ArrowStringArray"

@@ -14,8 +14,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from kdissect.decode.rows import Row
 from kdissect.decode.tree import Node
 from kdissect.error_codes import error_name
 from kdissect.ingest.framing import DEFAULT_PORTS
@@ -238,39 +241,94 @@ FIELDS_CHUNK_ROWS = 200_000  # rows gathered as Python objects before becoming c
 
 
 def _fields_frame(messages: list[Message]) -> pd.DataFrame:
-    """One row per tree node, built in chunks so peak memory stays near the table's own."""
-    chunks = []
+    """One row per tree node, built in chunks so peak memory stays near the table's own.
+
+    Text columns are Arrow-backed (one buffer per chunk, not a Python object per
+    cell); names and types become categoricals once, at the end.
+    """
+    chunks: list[dict[str, Any]] = []
     columns: Columns = {name: [] for name in _FIELD_DTYPES}
     for message in messages:
         _add_field_rows(columns, message)
         if len(columns["number"]) >= FIELDS_CHUNK_ROWS:
-            chunks.append(_typed(columns, _FIELD_DTYPES))
+            chunks.append(_fields_chunk(columns))
             columns = {name: [] for name in _FIELD_DTYPES}
-    chunks.append(_typed(columns, _FIELD_DTYPES))
-    frame = pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else chunks[0]
-    for name in ("name", "type"):  # text categories, as every categorical column has
-        frame[name] = pd.Categorical(frame[name].astype("str"))
-    return frame
+    chunks.append(_fields_chunk(columns))
+    frame: dict[str, Any] = {}
+    for name, dtype in _FIELD_DTYPES.items():
+        parts = [chunk[name] for chunk in chunks]
+        if dtype == "string":
+            frame[name] = pd.arrays.ArrowStringArray(pa.chunked_array(parts, pa.string()))
+        elif dtype == "category":
+            codes, categories = pd.factorize(pd.arrays.ArrowStringArray(pa.chunked_array(parts, pa.string())))
+            frame[name] = pd.Categorical.from_codes(codes, pd.Index(categories.to_numpy(dtype=object), dtype="str"))
+        elif dtype == "Int64":
+            frame[name] = pd.array(pa.chunked_array(parts, pa.int64()).to_pandas(types_mapper=_INT64.get))
+        else:
+            frame[name] = np.concatenate(parts)
+    return pd.DataFrame(frame)
+
+
+_INT64 = {pa.int64(): pd.Int64Dtype()}
+
+
+def _fields_chunk(columns: Columns) -> dict[str, Any]:
+    chunk: dict[str, Any] = {}
+    for name, dtype in _FIELD_DTYPES.items():
+        values = columns[name]
+        if dtype in ("string", "category"):
+            chunk[name] = pa.array(values, pa.string())
+        elif dtype == "Int64":
+            chunk[name] = pa.array(values, pa.int64())
+        else:
+            chunk[name] = np.array(values, dtype=dtype)
+    return chunk
 
 
 def _add_field_rows(columns: Columns, message: Message) -> None:
     number = message.number
     add = [columns[name].append for name in _FIELD_DTYPES]
-    for node, depth, path in field_paths(message.tree(keep=False)):
-        value = json_value(node.value)
+    rows = message.rows()
+    found = field_paths(message.tree(keep=False)) if rows is None else row_paths(rows)
+    for node, depth, path in found:
+        if isinstance(node, Node):
+            name, kind, raw, display, offset, size, generated = (
+                node.name, node.type, node.value, node.display, node.offset, node.size, node.generated)
+        else:
+            name, kind, raw, display, offset, size, _, _, generated = node
+        value = raw if raw is None or type(raw) is int or type(raw) is str else json_value(raw)
         for append, item in zip(add, (
-            number, path, node.name, node.type, None if value is None else str(value),
-            value if type(value) is int else None, node.display, node.offset, node.size,
-            depth, node.generated,
+            number, path, name, kind, None if value is None else str(value),
+            value if type(value) is int else None, display, offset, size, depth, generated,
         ), strict=True):  # fmt: skip
             append(item)
 
 
 _FIELD_DTYPES = {
-    "number": "int64", "path": "string", "name": "string", "type": "string",
+    "number": "int64", "path": "string", "name": "category", "type": "category",
     "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
     "size": "int64", "depth": "int64", "generated": "bool",
 }  # fmt: skip
+
+
+def row_paths(root: Row) -> list[tuple[Row, int, str]]:
+    """`field_paths` for a tree laid out as rows: the same rows, depths and paths, in the same order."""
+    found: list[tuple[Row, int, str]] = [(root, 0, root[0])]
+    for part in root[7] or []:
+        strip = len(part[0]) + 1 if part[1] == "struct" else 0
+        stack: list[tuple[Row, int, str]] = [(part, 1, part[0])]
+        while stack:
+            row, depth, path = stack.pop()
+            found.append((row, depth, path[strip:] if strip and row is not part else path))
+            children = row[7]
+            if children:
+                in_array = row[1].startswith("[]")
+                for child in reversed(children):
+                    name = child[0]
+                    bracket = name.find("[")
+                    child_path = path + name[bracket:] if bracket > 0 and in_array else f"{path}.{name}"
+                    stack.append((child, depth + 1, child_path))
+    return found
 
 
 def field_paths(root: Node) -> list[tuple[Node, int, str]]:
