@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan
-from kdissect.decode.tree import Node, printable
+from kdissect.decode.tree import Node, Role, printable
 from kdissect.notes import Note, error, note, warn
 
 NULLABLE_STRUCT_ABOUT = "nullable struct marker: -1 null, 1 present"
@@ -126,7 +126,8 @@ def _partial(node: Node, src: Region, pos: int, failure: Malformed | _Cut) -> _C
 
 def _cut_here(node: Node, src: Region, pos: int, failure: Malformed) -> _Cut:
     rest = src.data[pos:src.limit]
-    leaf = Node("malformed", "bytes", rest, hex_display(rest), pos, len(rest), failure.message)
+    leaf = Node("malformed", "bytes", rest, hex_display(rest), pos, len(rest), failure.message,
+                role=Role.MALFORMED)
     node.children.append(leaf)
     node.size = src.limit - node.offset
     return _Cut(node, leaf, failure)
@@ -274,7 +275,7 @@ def _array_length(src: Region, pos: int, f: FieldPlan, name: str) -> tuple[Node,
             raise Malformed(f"{name}: negative array length {wire}", pos)
         count, display = (None if wire == -1 else wire), str(wire)
     label = "uvarint" if f.compact else "int32"
-    return Node("length", label, wire, display, pos, end - pos, elements_follow(count)), count
+    return Node("length", label, wire, display, pos, end - pos, elements_follow(count), role=Role.LENGTH), count
 
 
 def elements_follow(count: int | None) -> str:
@@ -293,7 +294,7 @@ def count_display(count: int | None) -> str:
 
 def _read_array(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     length, count = _array_length(src, pos, f, name)
-    node = Node(name, f.label, count, count_display(count), pos, 0, f.about, [length])
+    node = Node(name, f.label, count, count_display(count), pos, 0, f.about, [length], role=Role.ARRAY)
     end = length.offset + length.size
     if count is None:
         if not f.nullable:
@@ -407,7 +408,7 @@ def trailing_node(data: bytes, pos: int, end: int, what: str) -> Node:
     """Bytes left over after `what` was fully decoded, with an error note."""
     rest = data[pos:end]
     message = f"{len(rest)} trailing bytes after {what}"
-    node = Node("trailing_bytes", "bytes", rest, hex_display(rest), pos, end - pos, message)
+    node = Node("trailing_bytes", "bytes", rest, hex_display(rest), pos, end - pos, message, role=Role.MALFORMED)
     node.notes.append(error(message, pos))
     return node
 

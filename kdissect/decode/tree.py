@@ -9,6 +9,7 @@ from the wire, which have size 0 and are skipped by the tiling invariant.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,17 @@ def html_view(item: object) -> str | None:
     return None if view is None else view(item)
 
 
+class Role(enum.Enum):
+    """What a node is in the tree, said once where it is made (never guessed from its type)."""
+
+    FIELD = "field"  # a field, element, header part or anything else read from the wire
+    BODY = "body"  # a message's decoded body struct
+    ARRAY = "array"  # an array field: a `length` child, then its elements
+    LENGTH = "length"  # an array's length prefix
+    GENERATED = "generated"  # computed from other values, size 0
+    MALFORMED = "malformed"  # bytes that could not be decoded, or should not be there
+
+
 @dataclass(slots=True, eq=False)
 class Node:
     name: str
@@ -39,6 +51,7 @@ class Node:
     children: list[Node] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     generated: bool = False
+    role: Role = Role.FIELD
 
     @property
     def end(self) -> int:
@@ -107,14 +120,14 @@ class Node:
 
 def generated(name: str, kind: str, value: int, offset: int, about: str) -> Node:
     """A value computed from others, not read: size 0, shown in brackets, skipped by tiling."""
-    return Node(name, kind, value, str(value), offset, 0, about, generated=True)
+    return Node(name, kind, value, str(value), offset, 0, about, generated=True, role=Role.GENERATED)
 
 
 def elements(array: Node | None) -> list[Node]:
     """The element nodes of an array node (its children after `length`)."""
-    if array is None or not array.type.startswith("[]"):
+    if array is None or array.role is not Role.ARRAY:
         return []
-    return [c for c in array.children if c.name != "length" and not c.generated and c.type != "bytes"]
+    return [c for c in array.children if c.role is Role.FIELD]
 
 
 def _join(parent_path: str, parent: Node, child: Node) -> str:
@@ -122,7 +135,7 @@ def _join(parent_path: str, parent: Node, child: Node) -> str:
     # attaches to the array field instead: `Topics[0]`.
     name = child.name
     bracket = name.find("[")
-    if bracket > 0 and parent.type.startswith("[]"):
+    if bracket > 0 and parent.role is Role.ARRAY:
         return parent_path + name[bracket:]
     return f"{parent_path}.{name}" if parent_path else name
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from kdissect.decode.rows import Row
-from kdissect.decode.tree import Node
+from kdissect.decode.tree import Node, Role
 from kdissect.error_codes import error_name
 from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
@@ -340,7 +340,7 @@ def field_paths(root: Node) -> list[tuple[Node, int, str]]:
     """
     found: list[tuple[Node, int, str]] = [(root, 0, root.name)]
     for part in root.children:
-        is_body = part.type == "struct"
+        is_body = part.role is Role.BODY
         for node, depth, path in part.walk(depth=1, path=part.name):
             if is_body and node is not part:
                 path = path[len(part.name) + 1 :]
