@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from kdissect.decode.rows import Row
 from kdissect.decode.tree import Node, Role
+from kdissect.decode.values import cycle_collection_paused
 from kdissect.error_codes import error_name
 from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
@@ -43,12 +44,13 @@ def read_pcap(
     """
     problems: list[Note] = []
     keep = None if apis is None else frozenset(apis)
-    messages = [
-        message
-        for message in read_messages(path, ports=[*DEFAULT_PORTS, *ports], detect=detect,
-                                     report=problems.append)
-        if keep is None or message.api_key in keep
-    ]
+    with cycle_collection_paused():
+        messages = [
+            message
+            for message in read_messages(path, ports=[*DEFAULT_PORTS, *ports], detect=detect,
+                                         report=problems.append)
+            if keep is None or message.api_key in keep
+        ]
     source = getattr(path, "name", "") if hasattr(path, "read") else os.fspath(path)
     return Capture(messages, source=str(source), problems=problems)
 
@@ -72,15 +74,18 @@ class Capture:
 
     @cached_property
     def messages(self) -> pd.DataFrame:
-        return _messages_frame(self.message_list)
+        with cycle_collection_paused():
+            return _messages_frame(self.message_list)
 
     @cached_property
     def exchanges(self) -> pd.DataFrame:
-        return _exchanges_frame(self.message_list)
+        with cycle_collection_paused():
+            return _exchanges_frame(self.message_list)
 
     @cached_property
     def fields(self) -> pd.DataFrame:
-        return _fields_frame(self.message_list)
+        with cycle_collection_paused():
+            return _fields_frame(self.message_list)
 
     def table(self, name: str) -> pd.DataFrame:
         """One of the per-API tables by name (see `kdissect.present.tables.TABLES`)."""
@@ -89,7 +94,8 @@ class Capture:
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
         cache = self._api_tables
         if spec.name not in cache:
-            cache[spec.name] = _api_frame(self.message_list, spec)
+            with cycle_collection_paused():
+                cache[spec.name] = _api_frame(self.message_list, spec)
         frame: pd.DataFrame = cache[spec.name]
         return frame
 
