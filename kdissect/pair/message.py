@@ -19,7 +19,7 @@ from typing import Any
 from kdissect import notes
 from kdissect.apis import api_name, request_header_version
 from kdissect.decode.dissect import dissect_request, dissect_response, message_body
-from kdissect.decode.rows import Row, message_rows
+from kdissect.decode.rows import Row, message_rows, raw_message_rows
 from kdissect.decode.schema import message_plan
 from kdissect.decode.tree import Node, html_view
 from kdissect.decode.values import Values, fast_body, tree_values
@@ -142,10 +142,15 @@ class Message:
 
         None when the body did not take the fast path: then `tree()` is the answer.
         """
-        values = self._fast_values(True)
-        if values is None or self.api_key is None or self.api_version is None:
+        key, version = self.api_key, self.api_version
+        if key is None or version is None or self._tree is not None:
             return None
-        return message_rows(self.frame.data, self.kind, self.api_key, self.api_version, values)
+        if not self.is_request and self._pair is None:
+            return None
+        if message_plan(key, version, self.kind) is None:
+            return raw_message_rows(self.frame.data, self.kind, key, version)
+        values = self._fast_values(True)
+        return None if values is None else message_rows(self.frame.data, self.kind, key, version, values)
 
     def _repr_html_(self) -> str | None:  # the summary line and tree in Jupyter
         return html_view(self)
