@@ -149,7 +149,7 @@ class Message:
             return None
         if message_plan(key, version, self.kind) is None:
             return raw_message_rows(self.frame.data, self.kind, key, version)
-        values = self._fast_values(True)
+        values = self._fast_values(False)  # a pass over every message's rows must not keep values
         return None if values is None else message_rows(self.frame.data, self.kind, key, version, values)
 
     def _repr_html_(self) -> str | None:  # the summary line and tree in Jupyter

@@ -243,7 +243,7 @@ def _top_level_error(response: Message | None) -> str | None:
     return error_name(code) if type(code) is int else None
 
 
-FIELDS_CHUNK_ROWS = 200_000  # rows gathered as Python objects before becoming columns
+FIELDS_CHUNK_ROWS = 50_000  # rows gathered as Python objects before becoming Arrow columns
 
 
 def _fields_frame(messages: list[Message]) -> pd.DataFrame:
