@@ -129,9 +129,19 @@ class _Layout:
     def struct(self, plan: StructPlan, values: Values, pos: int) -> list[Row]:
         """The rows of a struct's fields from `pos`, its tagged-field block last."""
         rows: list[Row] = []
+        append, displays = rows.append, self.displays
         for field in plan.fields:
-            row = self.field(field, field.name, values[field.name], pos, field.about)
-            rows.append(row)
+            name, value = field.name, values[field.name]
+            if field.kind is Kind.INTEGER:  # most fields: inline
+                rule = displays.get(name) if displays else None
+                shown = None if rule is None else rule(value)
+                size = field.codec.size
+                append((name, field.label, value, str(value) if shown is None else shown, pos, size, field.about,
+                        None, False))
+                pos += size
+                continue
+            row = self.field(field, name, value, pos, field.about)
+            append(row)
             pos += row[SIZE]
         if plan.flexible:
             rows.append(("tagged_fields", "uvarint", 0, "0", pos, 1, plan.tagged_about, None, False))
@@ -175,10 +185,16 @@ class _Layout:
             element = f.element
             assert element is not None
             label = element.label
-            for index, item in enumerate(value):
-                row = self.field(element, f"{label}[{index}]", item, end, "")
-                children.append(row)
-                end += row[SIZE]
+            if element.kind is Kind.INTEGER:  # arrays of ids and offsets: inline
+                size = element.codec.size
+                for index, item in enumerate(value):
+                    children.append((f"{label}[{index}]", label, item, str(item), end, size, "", None, False))
+                    end += size
+            else:
+                for index, item in enumerate(value):
+                    row = self.field(element, f"{label}[{index}]", item, end, "")
+                    children.append(row)
+                    end += row[SIZE]
         return (name, f.label, count, count_display(count), pos, end - pos, about, children, False)
 
     def nested(self, f: FieldPlan, name: str, value: Values | None, pos: int, about: str) -> Row:
