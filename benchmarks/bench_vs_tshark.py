@@ -1,12 +1,17 @@
 """kdissect against tshark on the same capture, side by side, in one run.
 
-For each capture (built by make_capture.py unless given), three jobs:
+For each capture (built by make_capture.py unless given), these jobs:
 
   summary  kdissect FILE            vs  tshark -T fields (frame, Kafka api key, version,
                                         correlation id, request frame: headers and pairing)
+  info     kdissect -i FILE         vs  tshark -V   (summary lines with what the bodies say)
+  tables   read_pcap(FILE): messages, exchanges and every per-API table, vs tshark -V
   full     kdissect -V FILE         vs  tshark -V   (tshark decodes none of the 75/61/55 bodies)
-  trees    kdissect -V --api 55,61,75: the tree of every 75/61/55 message, vs tshark -V
-  json     kdissect -T json FILE    vs  tshark -T json
+  jsonl    kdissect -T jsonl FILE   vs  tshark -T json
+  fields   read_pcap(FILE).fields (one row per tree node) vs tshark -V, for its peak memory
+
+and, in one process, the rate of body decoding against kio's native reader on
+the same bodies (decode_rate.py).
 
 Each command runs in its own process with stdout to /dev/null, started by GNU
 time (Debian package `time`), which reports its peak resident memory: a child
@@ -42,6 +47,9 @@ GNU_TIME = "/usr/bin/time"
 TSHARK_FIELDS = ["-e", "frame.number", "-e", "kafka.api_key", "-e", "kafka.api_version",
                  "-e", "kafka.correlation_id", "-e", "kafka.request_frame"]
 FIELDS_TABLE = "import sys, kdissect; print(len(kdissect.read_pcap(sys.argv[1]).fields))"
+API_TABLES = ("import sys, kdissect; from kdissect.present.tables import TABLES; "
+              "c = kdissect.read_pcap(sys.argv[1]); "
+              "print(len(c.messages), len(c.exchanges), *(len(c.table(name)) for name in TABLES))")
 
 
 @dataclass
@@ -72,10 +80,12 @@ def jobs(kdissect: str, tshark: str, capture: Path) -> list[tuple[str, list[str]
     path = str(capture)
     return [
         ("summary", [kdissect, path], [tshark, "-r", path, "-T", "fields", *TSHARK_FIELDS]),
-        ("full -V", [kdissect, "-V", path], [tshark, "-r", path, "-V"]),
-        ("75/61/55 trees", [kdissect, "-V", "--api", "55,61,75", path], [tshark, "-r", path, "-V"]),
-        ("json", [kdissect, "-T", "json", path], [tshark, "-r", path, "-T", "json"]),
-        ("fields table", [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
+        ("`-i` vs `tshark -V`", [kdissect, "-i", path], [tshark, "-r", path, "-V"]),
+        ("`read_pcap` + every per-API table vs `tshark -V`",
+         [sys.executable, "-c", API_TABLES, path], [tshark, "-r", path, "-V"]),
+        ("`-V` vs `tshark -V`", [kdissect, "-V", path], [tshark, "-r", path, "-V"]),
+        ("`-T jsonl` vs `tshark -T json`", [kdissect, "-T", "jsonl", path], [tshark, "-r", path, "-T", "json"]),
+        ("`fields` table vs `tshark -V`", [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
     ]
 
 
@@ -83,18 +93,21 @@ def bench(capture: Path, kdissect: str, tshark: str) -> list[str]:
     messages = count_messages(kdissect, capture)
     size = capture.stat().st_size / 1e6
     lines = [f"### {capture.name}: {size:.0f} MB, {messages:,} Kafka messages", "",
-             "| job | kdissect s | tshark s | tshark/kdissect | kdissect msg/s | kdissect peak MiB | tshark peak MiB |",
+             "| job | kdissect s | tshark s | kdissect/tshark | kdissect msg/s | kdissect peak MiB | tshark peak MiB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
+    rate = subprocess.run([sys.executable, str(HERE / "decode_rate.py"), str(capture)], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    print(f"body decoding: {rate}", flush=True)
     tshark_runs: dict[tuple[str, ...], Run] = {}
     for name, ours, theirs in jobs(kdissect, tshark, capture):
         mine = run(ours)
         other = tshark_runs.get(tuple(theirs)) or run(theirs)
         tshark_runs[tuple(theirs)] = other
         lines.append(f"| {name} | {mine.seconds:.2f} | {other.seconds:.2f} | "
-                     f"{other.seconds / mine.seconds:.2f}x | {messages / mine.seconds:,.0f} | "
+                     f"{mine.seconds / other.seconds:.2f}x | {messages / mine.seconds:,.0f} | "
                      f"{mine.peak_mib:.0f} | {other.peak_mib:.0f} |")
         print(lines[-1], flush=True)
-    return lines
+    return [*lines, "", f"body decoding (bodies/s, kdissect and kio's native reader): {rate}"]
 
 
 def machine() -> str:

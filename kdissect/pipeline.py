@@ -11,7 +11,7 @@ from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records, 
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Frame, frames_from_records
 from kdissect.ingest.sasl import mask_secrets
 from kdissect.notes import Note
-from kdissect.pair.message import Message, parse_message
+from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import pair_messages
 
 if TYPE_CHECKING:
@@ -81,6 +81,6 @@ def read_messages(
 def _messages(frames: Iterator[Frame], origins: PacketOrigins) -> Iterator[Message]:
     name_of = origins.name_of
     for number, frame in enumerate(frames, 1):
-        message = parse_message(number, frame)
+        message = message_from_frame(number, frame)
         message.file = name_of(frame.last_packet)
         yield message

@@ -198,3 +198,22 @@ def test_structs_nested_deeper_than_python_blocks_allow_still_decode_fast() -> N
     for level in range(1, depth + 1):
         leaf = leaf[f"Level{level}"][0]
     assert leaf == {"Leaf": 7}
+
+
+def test_cycle_collection_is_paused_inside_a_decode_loop_and_only_there() -> None:
+    import gc
+
+    from kdissect.decode.values import cycle_collection_paused
+
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError), cycle_collection_paused():
+        assert not gc.isenabled()
+        _ = 1 / 0
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cycle_collection_paused():
+            pass
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()

@@ -228,3 +228,22 @@ def test_every_prefix_of_a_classic_body_decodes_partially(cut: int) -> None:
     assert not complete
     assert node.tiling_errors() == [] and node.size == len(data)
     assert [n.severity for n in node.all_notes()] == [Severity.ERROR]
+
+
+
+def test_node_roles_are_set_where_nodes_are_made() -> None:
+    from kdissect.decode.dissect import dissect_response, message_body
+    from kdissect.decode.tree import Role, elements
+
+    # A DescribeQuorum v2 response cut short: one topic, then the capture ends before Nodes.
+    frame = bytes.fromhex("0000000e" "00000007" "00" "0000" "00" "02" "00" "00" "00")
+    tree = dissect_response(frame, 55, 2)
+    body = message_body(tree)
+    assert body is not None and body.role is Role.BODY
+    topics = body["Topics"]
+    assert (topics.role, topics.children[0].role, topics.children[1].role) == (Role.ARRAY, Role.LENGTH, Role.FIELD)
+    assert elements(topics) == [topics.children[1]]
+    assert topics.children[1]["Partitions"].role is Role.ARRAY  # a null array is still an array
+    malformed = body.children[-1]
+    assert (malformed.name, malformed.role) == ("malformed", Role.MALFORMED)
+    assert {n.role for n in tree.children[:2]} == {Role.FIELD}

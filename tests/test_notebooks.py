@@ -266,14 +266,14 @@ def lag_episodes(document: dict[str, Any], times: list[str],
                  threshold: int) -> list[tuple[Any, ...]]:
     """(voter, behind from, max lag, worst at, caught up at) from the encoded offsets.
 
-    Lag as Kafka's `kafka-metadata-quorum describe --replication` defines it: the
-    leader's log end offset minus the voter's.
+    Lag as kafka-metadata-quorum describe --replication has it: the leader's log end
+    offset minus the voter's.
     """
     lags: dict[int, list[int]] = defaultdict(list)
     for partition in quorum_partitions(document):
-        voters = partition["CurrentVoters"]
-        leader_end = next(v["LogEndOffset"] for v in voters if v["ReplicaId"] == partition["LeaderId"])
-        for voter in voters:
+        leader_end = next(v["LogEndOffset"] for v in partition["CurrentVoters"]
+                          if v["ReplicaId"] == partition["LeaderId"])
+        for voter in partition["CurrentVoters"]:
             lags[voter["ReplicaId"]].append(leader_end - voter["LogEndOffset"])
     episodes = []
     for voter, history in sorted(lags.items()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 from kdissect.ingest.framing import Connection, Direction, Frame
-from kdissect.pair.message import Message, parse_message
+from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import Pairer, Sequencer, pair_messages
 
 CLIENT = (bytes([127, 0, 0, 1]), 50000)
@@ -30,7 +30,7 @@ def frame(data: bytes, direction: Direction, packet: int, time: float, stream: i
 
 
 def run(frames: list[Frame]) -> list[Message]:
-    parsed = (parse_message(n, f) for n, f in enumerate(frames, 1))
+    parsed = (message_from_frame(n, f) for n, f in enumerate(frames, 1))
     return list(pair_messages(parsed))
 
 
@@ -110,7 +110,7 @@ def test_requests_leave_in_capture_order_already_paired():
     pairer, sequencer = Pairer(), Sequencer()
     released: list[Message] = []
     for number, item in enumerate(frames, 1):
-        message = parse_message(number, item)
+        message = message_from_frame(number, item)
         pairer.add(message)
         released.extend(sequencer.push(message))
         assert all(m.pair is not None for m in released)
@@ -120,10 +120,10 @@ def test_requests_leave_in_capture_order_already_paired():
 def test_holding_is_bounded_by_capture_time():
     sequencer = Sequencer(hold_seconds=5.0)
     pairer = Pairer()
-    stuck = parse_message(1, frame(request_bytes(3, 1, 1), Direction.REQUEST, 1, 0.0))
+    stuck = message_from_frame(1, frame(request_bytes(3, 1, 1), Direction.REQUEST, 1, 0.0))
     pairer.add(stuck)
     assert list(sequencer.push(stuck)) == []
-    later = parse_message(2, frame(request_bytes(3, 1, 2), Direction.REQUEST, 2, 6.0))
+    later = message_from_frame(2, frame(request_bytes(3, 1, 2), Direction.REQUEST, 2, 6.0))
     pairer.add(later)
     assert list(sequencer.push(later)) == [stuck]
     overdue = [n for n in stuck.notes if n.id == "kafka.response_overdue"]
@@ -134,14 +134,14 @@ def test_holding_is_bounded_in_count():
     sequencer = Sequencer(hold_messages=3)
     released = []
     for i in range(1, 6):
-        message = parse_message(i, frame(request_bytes(3, 1, i), Direction.REQUEST, i, 0.0))
+        message = message_from_frame(i, frame(request_bytes(3, 1, i), Direction.REQUEST, i, 0.0))
         released.extend(sequencer.push(message))
     assert [m.number for m in released] == [1, 2]
 
 
 def test_holding_is_bounded_in_bytes():
     sequencer = Sequencer(hold_bytes=100)
-    stuck = parse_message(1, frame(request_bytes(3, 1, 1), Direction.REQUEST, 1, 0.0))
+    stuck = message_from_frame(1, frame(request_bytes(3, 1, 1), Direction.REQUEST, 1, 0.0))
     assert list(sequencer.push(stuck)) == []
-    big = parse_message(2, frame(response_bytes(99, body=bytes(200)), Direction.RESPONSE, 2, 0.1))
+    big = message_from_frame(2, frame(response_bytes(99, body=bytes(200)), Direction.RESPONSE, 2, 0.1))
     assert list(sequencer.push(big)) == [stuck, big]  # the head leaves before memory grows further

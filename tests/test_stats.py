@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kdissect.error_codes import error_name
 from kdissect.ingest.framing import Direction
-from kdissect.pair.message import parse_message
+from kdissect.pair.message import message_from_frame
 from kdissect.pair.pairing import pair_messages
 from kdissect.present.stats import WRAP, ApiStats, Statistics
 from tests.test_pairing import frame, request_bytes, response_bytes
@@ -19,7 +19,7 @@ def test_the_empty_client_id_is_shown_quoted_apart_from_a_missing_one():
         frame(response_bytes(9), Direction.RESPONSE, 5, 3.0),  # its request is not in the capture
     ]
     statistics = Statistics()
-    for message in pair_messages(parse_message(n, f) for n, f in enumerate(frames, 1)):
+    for message in pair_messages(message_from_frame(n, f) for n, f in enumerate(frames, 1)):
         statistics.add(message)
     text = statistics.render()
     clients = text.split("Latency by client id")[1].split("Connections")[0].splitlines()

@@ -14,7 +14,7 @@ import struct
 from kdissect.apis import APIS, api_name, request_header_version, response_header_version
 from kdissect.decode.interpreter import decode_struct, hex_display, trailing_node
 from kdissect.decode.schema import dissected_api_keys, header_plan, message_plan
-from kdissect.decode.tree import Node
+from kdissect.decode.tree import Node, Role
 from kdissect.dissectors.registry import dissector
 from kdissect.notes import Note, error, note, warn
 
@@ -70,7 +70,7 @@ def _message(data: bytes, kind: str, api_key: int | None, version: int | None, h
 def message_body(root: Node) -> Node | None:
     """The decoded body struct of a message tree, or None when it was not decoded."""
     for child in root.children:
-        if child.type == "struct":
+        if child.role is Role.BODY:
             return child
     return None
 
@@ -95,7 +95,8 @@ def _frame(data: bytes, root: Node) -> int | None:
     size_node.notes.append(error(f"negative frame size {size}", 0))
     if len(data) > 4:
         rest = data[4:]
-        root.children.append(Node("malformed", "bytes", rest, hex_display(rest), 4, len(rest), "not a Kafka frame"))
+        root.children.append(Node("malformed", "bytes", rest, hex_display(rest), 4, len(rest), "not a Kafka frame",
+                                  role=Role.MALFORMED))
     return None
 
 
@@ -128,7 +129,7 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
     name = message_name(api_key, kind)
     if plan is None:
         return _raw_body(data, pos, limit, name, *_why_raw(api_key, version, pos))
-    body = Node(plan.name, "struct", None, "", pos, 0, f"message body, version {version}")
+    body = Node(plan.name, "struct", None, "", pos, 0, f"message body, version {version}", role=Role.BODY)
     if plan.version != version:
         body.notes.append(warn(f"{api_name(api_key)} v{version} is newer than the definitions: "
                                f"decoded as v{plan.version}, the newest known", pos))
@@ -163,6 +164,6 @@ def _after_body(root: Node, data: bytes, limit: int) -> None:
 def _beyond_frame(data: bytes, end: int) -> Node:
     rest = data[end:]
     message = f"{len(rest)} bytes beyond the frame's declared size"
-    node = Node("beyond_frame", "bytes", rest, hex_display(rest), end, len(rest), message)
+    node = Node("beyond_frame", "bytes", rest, hex_display(rest), end, len(rest), message, role=Role.MALFORMED)
     node.notes.append(error(message, end))
     return node

@@ -234,6 +234,9 @@ class _Generator:
             out.emit(indent + 1, f"{name} = list(({codecs}.get({count}) or {codecs}[{count}]).unpack_from(data, pos))")
             out.emit(indent + 1, f"pos += {count} * {element.min_size}")
             return name
+        if element.kind is Kind.STRUCT and element.struct is not None and _fixed_layout(element.struct):
+            self.fixed_struct_array(element.struct, name, count, indent + 1)
+            return name
         append = out.fresh("append")
         out.emit(indent + 1, f"{name} = []")
         out.emit(indent + 1, f"{append} = {name}.append")
@@ -245,6 +248,22 @@ class _Generator:
             item = self.field(element, indent + 2)
         out.emit(indent + 2, f"{append}({item})")
         return name
+
+    def fixed_struct_array(self, plan: StructPlan, name: str, count: str, indent: int) -> None:
+        """An array of structs made only of fixed-size fields: one `iter_unpack` over all of them."""
+        out = self.out
+        code = ">" + "".join(_BATCH_CODES[f.label] for f in plan.fields) + ("B" if plan.flexible else "")
+        codec = out.codec(code)
+        items = [out.fresh("x") for _ in plan.fields]
+        tag = out.fresh("t")
+        target = ", ".join([*items, tag] if plan.flexible else items) + ("," if len(items) == 1 and not plan.flexible
+                                                                        else "")
+        values = ", ".join(f"{f.name!r}: {'make_uuid(' + item + ')' if f.kind is Kind.UUID else item}"
+                           for f, item in zip(plan.fields, items, strict=True))
+        check = f" if not {tag} or unusual('tagged fields')" if plan.flexible else ""
+        out.emit(indent, f"end = pos + {count} * {struct.calcsize(code)}")
+        out.emit(indent, f"{name} = [{{{values}}} for {target} in {codec}.iter_unpack(data[pos:end]){check}]")
+        out.emit(indent, "pos = end")
 
     def nested(self, field: FieldPlan, indent: int) -> str:
         assert field.struct is not None
@@ -272,6 +291,10 @@ class _Generator:
         self.out.constants[function] = decoder
         self.out.emit(indent, f"{name}, pos = {function}(data, pos, limit)")
         return name
+
+
+def _fixed_layout(plan: StructPlan) -> bool:
+    return bool(plan.fields) and all(_batchable(f) for f in plan.fields)
 
 
 def _batchable(field: FieldPlan) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 from kdissect.decode.record_nodes import entries_nodes
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan
-from kdissect.decode.tree import Node, printable
+from kdissect.decode.tree import Node, Role, printable
 from kdissect.notes import Note, error, note, warn
 
 NULLABLE_STRUCT_ABOUT = "nullable struct marker: -1 null, 1 present"
@@ -34,7 +34,7 @@ _UINT32_MAX = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
-class Source:
+class Region:
     """The bytes being decoded: the whole frame, the captured end and the declared end."""
 
     data: bytes
@@ -62,7 +62,7 @@ class _Cut(Exception):
         self.failure = failure
 
 
-Reader = Callable[[Source, int, FieldPlan, str], Node]
+FieldReader = Callable[[Region, int, FieldPlan, str], Node]
 
 
 def decode_struct(data: bytes, node: Node, limit: int, plan: StructPlan, *, declared: int | None = None) -> bool:
@@ -72,7 +72,7 @@ def decode_struct(data: bytes, node: Node, limit: int, plan: StructPlan, *, decl
     field was decoded; otherwise the node is partial, spans to `limit`, and the
     note sits on its `malformed` leaf.
     """
-    src = Source(data, limit, limit if declared is None else max(declared, limit))
+    src = Region(data, limit, limit if declared is None else max(declared, limit))
     try:
         _read_fields(src, node.offset, plan, node)
     except _Cut as cut:
@@ -88,7 +88,7 @@ def failure_note(failure: Malformed) -> Note:
     return error(failure.message, failure.offset)
 
 
-def _read_fields(src: Source, pos: int, plan: StructPlan, node: Node) -> Node:
+def _read_fields(src: Region, pos: int, plan: StructPlan, node: Node) -> Node:
     children = node.children
     try:
         for field in plan.fields:
@@ -105,7 +105,7 @@ def _read_fields(src: Source, pos: int, plan: StructPlan, node: Node) -> Node:
     return node
 
 
-def _append(node: Node, read: Callable[..., Node], src: Source, pos: int, *args: Any) -> int:
+def _append(node: Node, read: Callable[..., Node], src: Region, pos: int, *args: Any) -> int:
     """Read one child into `node` and return where it ends; on failure close `node` as partial."""
     try:
         child = read(src, pos, *args)
@@ -115,7 +115,7 @@ def _append(node: Node, read: Callable[..., Node], src: Source, pos: int, *args:
     return child.offset + child.size
 
 
-def _partial(node: Node, src: Source, pos: int, failure: Malformed | _Cut) -> _Cut:
+def _partial(node: Node, src: Region, pos: int, failure: Malformed | _Cut) -> _Cut:
     """Close `node` as partial after a child starting at `pos` failed."""
     if isinstance(failure, Malformed):
         return _cut_here(node, src, pos, failure)
@@ -125,15 +125,16 @@ def _partial(node: Node, src: Source, pos: int, failure: Malformed | _Cut) -> _C
     return failure
 
 
-def _cut_here(node: Node, src: Source, pos: int, failure: Malformed) -> _Cut:
+def _cut_here(node: Node, src: Region, pos: int, failure: Malformed) -> _Cut:
     rest = src.data[pos:src.limit]
-    leaf = Node("malformed", "bytes", rest, hex_display(rest), pos, len(rest), failure.message)
+    leaf = Node("malformed", "bytes", rest, hex_display(rest), pos, len(rest), failure.message,
+                role=Role.MALFORMED)
     node.children.append(leaf)
     node.size = src.limit - node.offset
     return _Cut(node, leaf, failure)
 
 
-def _overrun(src: Source, pos: int, needed: int, message: str, offset: int) -> Malformed:
+def _overrun(src: Region, pos: int, needed: int, message: str, offset: int) -> Malformed:
     """`needed` bytes from `pos` do not fit: lost by the capture, or malformed."""
     return Malformed(message, offset, lost=pos + needed <= src.declared)
 
@@ -141,13 +142,13 @@ def _overrun(src: Source, pos: int, needed: int, message: str, offset: int) -> M
 # -- primitives ---------------------------------------------------------------------------
 
 
-def _short(src: Source, pos: int, needed: int, what: str) -> Malformed:
+def _short(src: Region, pos: int, needed: int, what: str) -> Malformed:
     unit = "byte" if needed == 1 else "bytes"
     left = max(src.limit - pos, 0)
     return _overrun(src, pos, needed, f"truncated: {what} needs {needed} {unit}, {left} left", pos)
 
 
-def _read_integer(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_integer(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     size = f.codec.size
     if pos + size > src.limit:
         raise _short(src, pos, size, f"{name} {f.label}")
@@ -155,28 +156,28 @@ def _read_integer(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
     return Node(name, f.label, value, str(value), pos, size, f.about)
 
 
-def _read_float(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_float(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     if pos + 8 > src.limit:
         raise _short(src, pos, 8, f"{name} {f.label}")
     value = f.codec.unpack_from(src.data, pos)[0]
     return Node(name, f.label, value, repr(value), pos, 8, f.about)
 
 
-def _read_bool(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_bool(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     if pos >= src.limit:
         raise _short(src, pos, 1, f"{name} {f.label}")
     value = src.data[pos] != 0  # as Kafka reads it
     return Node(name, f.label, value, "true" if value else "false", pos, 1, f.about)
 
 
-def _read_uuid(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_uuid(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     if pos + 16 > src.limit:
         raise _short(src, pos, 16, f"{name} {f.label}")
     value = uuid.UUID(bytes=src.data[pos:pos + 16])
     return Node(name, f.label, value, str(value), pos, 16, f.about)
 
 
-def read_uvarint(src: Source, pos: int, name: str) -> tuple[int, int]:
+def read_uvarint(src: Region, pos: int, name: str) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes (32 bits): (value, end)."""
     data, limit = src.data, src.limit
     if pos < limit and data[pos] < 0x80:
@@ -201,7 +202,7 @@ def read_uvarint(src: Source, pos: int, name: str) -> tuple[int, int]:
 # -- strings and bytes --------------------------------------------------------------------
 
 
-def _length_prefix(src: Source, pos: int, f: FieldPlan, name: str) -> tuple[int, int, str]:
+def _length_prefix(src: Region, pos: int, f: FieldPlan, name: str) -> tuple[int, int, str]:
     """(length or -1 for null, where the content starts, how the prefix reads)."""
     if f.compact:
         length_plus_one, start = read_uvarint(src, pos, name)
@@ -226,7 +227,7 @@ def _not_nullable(name: str, pos: int) -> Note:
     return error(f"{name}: null, but the field is not nullable in this version", pos)
 
 
-def _content(src: Source, pos: int, f: FieldPlan, name: str) -> tuple[bytes | None, int, str]:
+def _content(src: Region, pos: int, f: FieldPlan, name: str) -> tuple[bytes | None, int, str]:
     length, start, form = _length_prefix(src, pos, f, name)
     if length < 0:
         return None, start, form
@@ -236,7 +237,7 @@ def _content(src: Source, pos: int, f: FieldPlan, name: str) -> tuple[bytes | No
     return src.data[start:start + length], start + length, form
 
 
-def _read_string(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_string(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     raw, end, form = _content(src, pos, f, name)
     if raw is None:
         return _null_value(pos, end, f, name, form)
@@ -252,14 +253,14 @@ def _read_string(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
     return node
 
 
-def _read_bytes(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_bytes(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     raw, end, form = _content(src, pos, f, name)
     if raw is None:
         return _null_value(pos, end, f, name, form)
     return Node(name, f.label, raw, f"{hex_display(raw)} {form}", pos, end - pos, f.about)
 
 
-def _read_records(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_records(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     """Bytes holding record batches: the length prefix, then one child per batch.
 
     Records the capture cut short (a snaplen, a lost segment) are decoded as far
@@ -290,7 +291,7 @@ def _read_records(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
 # -- arrays and structs -------------------------------------------------------------------
 
 
-def _array_length(src: Source, pos: int, f: FieldPlan, name: str) -> tuple[Node, int | None]:
+def _array_length(src: Region, pos: int, f: FieldPlan, name: str) -> tuple[Node, int | None]:
     if f.compact:
         wire, end = read_uvarint(src, pos, f"{name} length")
         count = wire - 1 if wire else None
@@ -303,7 +304,7 @@ def _array_length(src: Source, pos: int, f: FieldPlan, name: str) -> tuple[Node,
             raise Malformed(f"{name}: negative array length {wire}", pos)
         count, display = (None if wire == -1 else wire), str(wire)
     label = "uvarint" if f.compact else "int32"
-    return Node("length", label, wire, display, pos, end - pos, elements_follow(count)), count
+    return Node("length", label, wire, display, pos, end - pos, elements_follow(count), role=Role.LENGTH), count
 
 
 def elements_follow(count: int | None) -> str:
@@ -320,9 +321,9 @@ def count_display(count: int | None) -> str:
     return "1 element" if count == 1 else f"{count} elements"
 
 
-def _read_array(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_array(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     length, count = _array_length(src, pos, f, name)
-    node = Node(name, f.label, count, count_display(count), pos, 0, f.about, [length])
+    node = Node(name, f.label, count, count_display(count), pos, 0, f.about, [length], role=Role.ARRAY)
     end = length.offset + length.size
     if count is None:
         if not f.nullable:
@@ -348,7 +349,7 @@ def _read_array(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
     return node
 
 
-def _read_struct(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
+def _read_struct(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     node = Node(name, f.label, None, "struct", pos, 0, f.about)
     if f.nullable:
         if not _read_presence(src, pos, node, name):
@@ -358,7 +359,7 @@ def _read_struct(src: Source, pos: int, f: FieldPlan, name: str) -> Node:
     return _read_fields(src, pos, f.struct, node)
 
 
-def _read_presence(src: Source, pos: int, node: Node, name: str) -> bool:
+def _read_presence(src: Region, pos: int, node: Node, name: str) -> bool:
     """Read a nullable struct's presence byte into `node`; False when the struct is null."""
     if pos >= src.limit:
         raise _short(src, pos, 1, f"{name} presence int8")
@@ -377,7 +378,7 @@ def _read_presence(src: Source, pos: int, node: Node, name: str) -> bool:
 # -- tagged fields ------------------------------------------------------------------------
 
 
-def _read_tagged_block(src: Source, pos: int, plan: StructPlan) -> Node:
+def _read_tagged_block(src: Region, pos: int, plan: StructPlan) -> Node:
     count, end = read_uvarint(src, pos, "tagged_fields")
     node = Node("tagged_fields", "uvarint", count, str(count), pos, end - pos, plan.tagged_about)
     if count == 0:
@@ -398,7 +399,7 @@ def _read_tagged_block(src: Source, pos: int, plan: StructPlan) -> Node:
     return node
 
 
-def _read_tagged_entry(src: Source, pos: int, plan: StructPlan) -> Node:
+def _read_tagged_entry(src: Region, pos: int, plan: StructPlan) -> Node:
     tag, after_tag = read_uvarint(src, pos, "tag")
     size, start = read_uvarint(src, after_tag, f"tag {tag} size")
     end = start + size
@@ -414,11 +415,11 @@ def _read_tagged_entry(src: Source, pos: int, plan: StructPlan) -> Node:
         return Node(f"unknown_tag_{tag}", "bytes", raw, hex_display(raw), pos, end - pos,
                     "tagged field this version does not define", header)
     entry = Node(field.name, field.label, None, "", pos, end - pos, field.about, header)
-    _read_tagged_value(Source(src.data, end, end), start, field, entry)
+    _read_tagged_value(Region(src.data, end, end), start, field, entry)
     return entry
 
 
-def _read_tagged_value(src: Source, start: int, field: FieldPlan, entry: Node) -> None:
+def _read_tagged_value(src: Region, start: int, field: FieldPlan, entry: Node) -> None:
     """Decode a known tag's value within its declared size; failures stay inside the entry."""
     try:
         stop = _append(entry, _READERS[field.kind], src, start, field, "value")
@@ -436,12 +437,12 @@ def trailing_node(data: bytes, pos: int, end: int, what: str) -> Node:
     """Bytes left over after `what` was fully decoded, with an error note."""
     rest = data[pos:end]
     message = f"{len(rest)} trailing bytes after {what}"
-    node = Node("trailing_bytes", "bytes", rest, hex_display(rest), pos, end - pos, message)
+    node = Node("trailing_bytes", "bytes", rest, hex_display(rest), pos, end - pos, message, role=Role.MALFORMED)
     node.notes.append(error(message, pos))
     return node
 
 
-_READERS: dict[Kind, Reader] = {
+_READERS: dict[Kind, FieldReader] = {
     Kind.INTEGER: _read_integer,
     Kind.FLOAT: _read_float,
     Kind.BOOL: _read_bool,
@@ -466,7 +467,7 @@ __all__ = [
     "CAPTURE_CUT",
     "NULLABLE_STRUCT_ABOUT",
     "Malformed",
-    "Source",
+    "Region",
     "count_display",
     "decode_struct",
     "elements_follow",

@@ -18,13 +18,14 @@ from typing import Any, Final
 
 from kdissect.apis import APIS, request_header_version, response_header_version
 from kdissect.decode.dissect import FRAME_ABOUT, HEADER_ABOUT, HEADER_NAME, SIZE_ABOUT, message_name
-from kdissect.decode.generated import struct_decoder
+from kdissect.decode.generated import FAST_PATH_REFUSALS, struct_decoder
 from kdissect.decode.interpreter import (
     NULLABLE_STRUCT_ABOUT,
     count_display,
     elements_follow,
     hex_display,
 )
+from kdissect.decode.schema import dissected_api_keys
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import printable
 from kdissect.decode.values import Values
@@ -55,29 +56,60 @@ def uvarint_size(value: int) -> int:
 def message_rows(data: bytes, kind: str, api_key: int, version: int, body: Values) -> Row | None:
     """The whole message's tree as rows, from its body's flat values; None when unavailable."""
     plan = message_plan(api_key, version, kind)
-    header_version = (request_header_version if kind == "request" else response_header_version)(api_key, version)
-    header_struct = header_plan(kind, header_version).body
-    decoder = struct_decoder(header_struct)
-    if plan is None or decoder is None:
+    header = _header_rows(data, kind, api_key, version)
+    if plan is None or header is None:
         return None
-    header_values, header_end = decoder(data, 4, len(data))
-    header = _Layout(_NO_DISPLAYS, {})
-    header_children = header.struct(header_struct, header_values, 4)
-    if kind == "request":
-        header_children[0] = _api_key_row(header_children[0])
+    header_row, header_end = header
     meaning = dissector(api_key)
     displays = meaning.response_displays if meaning is not None and kind == "response" else _NO_DISPLAYS
     generated = meaning.response_generated_values(body) if meaning is not None and kind == "response" else {}
-    layout = _Layout(displays, generated)
-    body_children = layout.struct(plan.body, body, header_end)
+    body_children = _Layout(displays, generated).struct(plan.body, body, header_end)
+    body_row = (plan.name, "struct", None, "", header_end, len(data) - header_end,
+                f"message body, version {version}", body_children, False)
+    return _message_row(data, kind, api_key, version, header_row, body_row)
+
+
+def raw_message_rows(data: bytes, kind: str, api_key: int, version: int) -> Row | None:
+    """Rows of a complete, ordinary frame of an API whose bodies are not dissected: the body
+    is one raw node. None for anything the interpreter has a note about (its tree is the answer)."""
+    api = APIS.get(api_key)
+    if (api is None or not api.valid(version) or api_key in dissected_api_keys() or len(data) < 8
+            or int.from_bytes(data[:4], "big", signed=True) != len(data) - 4):
+        return None
+    try:
+        header = _header_rows(data, kind, api_key, version)
+    except FAST_PATH_REFUSALS:
+        return None
+    if header is None or header[1] > len(data):
+        return None
+    header_row, header_end = header
+    raw = data[header_end:]
+    body_row = (f"{message_name(api_key, kind)} body", "bytes", raw, hex_display(raw), header_end, len(raw),
+                "not dissected", None, False)
+    return _message_row(data, kind, api_key, version, header_row, body_row)
+
+
+def _header_rows(data: bytes, kind: str, api_key: int, version: int) -> tuple[Row, int] | None:
+    header_version = (request_header_version if kind == "request" else response_header_version)(api_key, version)
+    header_struct = header_plan(kind, header_version).body
+    decoder = struct_decoder(header_struct)
+    if decoder is None:
+        return None
+    header_values, header_end = decoder(data, 4, len(data))
+    children = _Layout(_NO_DISPLAYS, {}).struct(header_struct, header_values, 4)
+    if kind == "request":
+        children[0] = _api_key_row(children[0])
+    return (HEADER_NAME[kind], "header", None, f"v{header_version}", 4, header_end - 4, HEADER_ABOUT[kind],
+            children, False), header_end
+
+
+def _message_row(data: bytes, kind: str, api_key: int, version: int, header: Row, body: Row) -> Row:
     size = len(data) - 4
     return (message_name(api_key, kind), "message", None, f"v{version}", 0, len(data), "", [
         ("Frame", "frame", None, "", 0, 4, FRAME_ABOUT,
          [("size", "int32", size, str(size), 0, 4, SIZE_ABOUT, None, False)], False),
-        (HEADER_NAME[kind], "header", None, f"v{header_version}", 4, header_end - 4, HEADER_ABOUT[kind],
-         header_children, False),
-        (plan.name, "struct", None, "", header_end, len(data) - header_end, f"message body, version {version}",
-         body_children, False),
+        header,
+        body,
     ], False)
 
 
@@ -97,9 +129,19 @@ class _Layout:
     def struct(self, plan: StructPlan, values: Values, pos: int) -> list[Row]:
         """The rows of a struct's fields from `pos`, its tagged-field block last."""
         rows: list[Row] = []
+        append, displays = rows.append, self.displays
         for field in plan.fields:
-            row = self.field(field, field.name, values[field.name], pos, field.about)
-            rows.append(row)
+            name, value = field.name, values[field.name]
+            if field.kind is Kind.INTEGER:  # most fields: inline
+                rule = displays.get(name) if displays else None
+                shown = None if rule is None else rule(value)
+                size = field.codec.size
+                append((name, field.label, value, str(value) if shown is None else shown, pos, size, field.about,
+                        None, False))
+                pos += size
+                continue
+            row = self.field(field, name, value, pos, field.about)
+            append(row)
             pos += row[SIZE]
         if plan.flexible:
             rows.append(("tagged_fields", "uvarint", 0, "0", pos, 1, plan.tagged_about, None, False))
@@ -143,10 +185,16 @@ class _Layout:
             element = f.element
             assert element is not None
             label = element.label
-            for index, item in enumerate(value):
-                row = self.field(element, f"{label}[{index}]", item, end, "")
-                children.append(row)
-                end += row[SIZE]
+            if element.kind is Kind.INTEGER:  # arrays of ids and offsets: inline
+                size = element.codec.size
+                for index, item in enumerate(value):
+                    children.append((f"{label}[{index}]", label, item, str(item), end, size, "", None, False))
+                    end += size
+            else:
+                for index, item in enumerate(value):
+                    row = self.field(element, f"{label}[{index}]", item, end, "")
+                    children.append(row)
+                    end += row[SIZE]
         return (name, f.label, count, count_display(count), pos, end - pos, about, children, False)
 
     def nested(self, f: FieldPlan, name: str, value: Values | None, pos: int, about: str) -> Row:
@@ -201,4 +249,4 @@ def _insert_generated(rows: list[Row], extra: list[GeneratedValue]) -> None:
 
 
 __all__ = ["ABOUT", "CHILDREN", "DISPLAY", "GENERATED", "NAME", "OFFSET", "SIZE", "TYPE", "VALUE", "Row",
-           "message_rows", "uvarint_size"]
+           "message_rows", "raw_message_rows", "uvarint_size"]

@@ -9,11 +9,41 @@ from the wire, which have size 0 and are skipped by the tiling invariant.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import enum
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from kdissect.notes import Note
+
+# How objects of this tier and the pair tier show in Jupyter (HTML) and at a Python
+# prompt (text), by type. The presentation layer fills them when imported
+# (kdissect.present.html): this tier imports nothing above it.
+HTML_VIEWS: dict[type, Callable[[Any], str]] = {}
+TEXT_VIEWS: dict[type, Callable[[Any], str]] = {}
+
+
+def html_view(item: object) -> str | None:
+    """The registered HTML of `item`, or None (Jupyter then shows its text)."""
+    view = HTML_VIEWS.get(type(item))
+    return None if view is None else view(item)
+
+
+def text_view(item: object) -> str | None:
+    """The registered text of `item` (the tree as `-V` prints it), or None."""
+    view = TEXT_VIEWS.get(type(item))
+    return None if view is None else view(item)
+
+
+class Role(enum.Enum):
+    """What a node is in the tree, said once where it is made (never guessed from its type)."""
+
+    FIELD = "field"  # a field, element, header part or anything else read from the wire
+    BODY = "body"  # a message's decoded body struct
+    ARRAY = "array"  # an array field: a `length` child, then its elements
+    LENGTH = "length"  # an array's length prefix
+    GENERATED = "generated"  # computed from other values, size 0
+    MALFORMED = "malformed"  # bytes that could not be decoded, or should not be there
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -28,6 +58,7 @@ class Node:
     children: list[Node] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     generated: bool = False
+    role: Role = Role.FIELD
 
     @property
     def end(self) -> int:
@@ -60,14 +91,10 @@ class Node:
                 stack.append((child, level + 1, _join(node_path, node, child)))
 
     def __repr__(self) -> str:  # the text tree at a Python prompt, as `-V` prints it
-        from kdissect.present.text import render_tree
+        return text_view(self) or f"<Node {self.name} {self.type} [{self.offset}, {self.size}B]>"
 
-        return render_tree(self)
-
-    def _repr_html_(self) -> str:  # a collapsible tree in Jupyter
-        from kdissect.present.html import tree_html
-
-        return tree_html(self)
+    def _repr_html_(self) -> str | None:  # a collapsible tree in Jupyter
+        return html_view(self)
 
     def nodes(self) -> Iterator[Node]:
         """Every node of the subtree, the node itself first, without building paths."""
@@ -103,14 +130,14 @@ class Node:
 
 def generated(name: str, kind: str, value: int, offset: int, about: str) -> Node:
     """A value computed from others, not read: size 0, shown in brackets, skipped by tiling."""
-    return Node(name, kind, value, str(value), offset, 0, about, generated=True)
+    return Node(name, kind, value, str(value), offset, 0, about, generated=True, role=Role.GENERATED)
 
 
 def elements(array: Node | None) -> list[Node]:
     """The element nodes of an array node (its children after `length`)."""
-    if array is None or not array.type.startswith("[]"):
+    if array is None or array.role is not Role.ARRAY:
         return []
-    return [c for c in array.children if c.name != "length" and not c.generated and c.type != "bytes"]
+    return [c for c in array.children if c.role is Role.FIELD]
 
 
 def _join(parent_path: str, parent: Node, child: Node) -> str:
@@ -118,7 +145,7 @@ def _join(parent_path: str, parent: Node, child: Node) -> str:
     # attaches to the array field instead: `Topics[0]`.
     name = child.name
     bracket = name.find("[")
-    if bracket > 0 and parent.type.startswith("[]"):
+    if bracket > 0 and parent.role is Role.ARRAY:
         return parent_path + name[bracket:]
     return f"{parent_path}.{name}" if parent_path else name
 

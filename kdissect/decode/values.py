@@ -10,7 +10,10 @@ every message whatever its bytes (a test checks it on every capture).
 
 from __future__ import annotations
 
+import gc
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kdissect.apis import request_header_version, response_header_version
@@ -79,4 +82,22 @@ def _field_value(node: Node, field: FieldPlan) -> Any:
     return node.value
 
 
-__all__ = ["Values", "fast_body", "tree_values"]
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """Run a decode loop without Python's cycle collector.
+
+    Flat values, rows and messages hold no reference cycles (a request refers
+    to its response only weakly), so reference counting frees them; the cycle
+    collector would only walk, again and again, the objects a loop is building
+    up. It runs as usual again afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+__all__ = ["Values", "cycle_collection_paused", "fast_body", "tree_values"]

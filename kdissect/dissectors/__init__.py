@@ -12,6 +12,7 @@ names them all.
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,8 +124,17 @@ def timestamp(minus_one: str) -> Display:
 
 
 def format_timestamp(milliseconds: int) -> str:
-    moment = _EPOCH + datetime.timedelta(milliseconds=milliseconds)
-    return f"{moment:%Y-%m-%d %H:%M:%S}.{milliseconds % 1000:03d} UTC"
+    """`2026-11-29 11:44:09.778 UTC` for milliseconds since the epoch (years 1970-9999)."""
+    seconds, millis = divmod(milliseconds, 1000)
+    days, seconds = divmod(seconds, 86400)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    return f"{_day(days)} {hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d} UTC"
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(days: int) -> str:
+    return f"{_EPOCH + datetime.timedelta(days=days):%Y-%m-%d}"
 
 
 def authorized_operations(value: int) -> str | None:

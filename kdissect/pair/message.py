@@ -19,9 +19,9 @@ from typing import Any
 from kdissect import notes
 from kdissect.apis import api_name, request_header_version
 from kdissect.decode.dissect import dissect_request, dissect_response, message_body
-from kdissect.decode.rows import Row, message_rows
+from kdissect.decode.rows import Row, message_rows, raw_message_rows
 from kdissect.decode.schema import message_plan
-from kdissect.decode.tree import Node
+from kdissect.decode.tree import Node, html_view, text_view
 from kdissect.decode.values import Values, fast_body, tree_values
 from kdissect.ingest.framing import Direction, Frame
 from kdissect.notes import Note
@@ -101,17 +101,6 @@ class Message:
             found.extend(n for n in self._tree.all_notes() if (n.severity, n.message) not in seen)
         return found
 
-    def __repr__(self) -> str:  # the summary line and text tree at a Python prompt, as `-V`
-        from kdissect.present.summary import summary_line
-        from kdissect.present.text import render_tree
-
-        return summary_line(self) + "\n" + render_tree(self.tree())
-
-    def _repr_html_(self) -> str:
-        from kdissect.present.html import message_html
-
-        return message_html(self)
-
     @property
     def kind(self) -> str:
         return "request" if self.is_request else "response"
@@ -154,10 +143,21 @@ class Message:
 
         None when the body did not take the fast path: then `tree()` is the answer.
         """
-        values = self._fast_values(True)
-        if values is None or self.api_key is None or self.api_version is None:
+        key, version = self.api_key, self.api_version
+        if key is None or version is None or self._tree is not None:
             return None
-        return message_rows(self.frame.data, self.kind, self.api_key, self.api_version, values)
+        if not self.is_request and self._pair is None:
+            return None
+        if message_plan(key, version, self.kind) is None:
+            return raw_message_rows(self.frame.data, self.kind, key, version)
+        values = self._fast_values(False)  # a pass over every message's rows must not keep values
+        return None if values is None else message_rows(self.frame.data, self.kind, key, version, values)
+
+    def __repr__(self) -> str:  # the summary line and text tree at a Python prompt, as `-V`
+        return text_view(self) or f"<Message {self.number} {self.kind} corr={self.correlation_id}>"
+
+    def _repr_html_(self) -> str | None:  # the summary line and tree in Jupyter
+        return html_view(self)
 
     def tree(self, *, keep: bool = True) -> Node:
         """The annotated tree of the whole message, decoded on first use.
@@ -177,7 +177,7 @@ class Message:
         return tree
 
 
-def parse_message(number: int, frame: Frame) -> Message:
+def message_from_frame(number: int, frame: Frame) -> Message:
     """Read the header fields of a frame without touching the body."""
     data = frame.data
     if frame.direction is Direction.REQUEST:

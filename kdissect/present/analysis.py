@@ -16,10 +16,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from kdissect.decode.rows import Row
 from kdissect.decode.schema import configure_definitions
-from kdissect.decode.tree import Node
+from kdissect.decode.tree import Node, Role
+from kdissect.decode.values import cycle_collection_paused
 from kdissect.error_codes import error_name
 from kdissect.ingest.capture import CaptureError
 from kdissect.ingest.files import source_name
@@ -27,6 +31,7 @@ from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import KeyLogSource, read_messages
+from kdissect.present.html import capture_html
 from kdissect.present.records import json_value, message_record
 from kdissect.present.tables import TABLES, Columns, TableSpec
 
@@ -63,13 +68,14 @@ def read_pcap(
     problems: list[Note] = []
     keep = selector(apis, filter)
     sources = capture_paths(path)
-    messages = [
-        message
-        for message in read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
-                                     report=problems.append, tls_keylog=tls_keylog,
-                                     show_secrets=show_secrets)
-        if keep(message)
-    ]
+    with cycle_collection_paused():
+        messages = [
+            message
+            for message in read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
+                                         report=problems.append, tls_keylog=tls_keylog,
+                                         show_secrets=show_secrets)
+            if keep(message)
+        ]
     names = [source_name(s) for s in sources]
     return Capture(messages, source=", ".join(names), problems=problems, files=names)
 
@@ -110,15 +116,18 @@ class Capture:
 
     @cached_property
     def messages(self) -> pd.DataFrame:
-        return _messages_frame(self.message_list)
+        with cycle_collection_paused():
+            return _messages_frame(self.message_list)
 
     @cached_property
     def exchanges(self) -> pd.DataFrame:
-        return _exchanges_frame(self.message_list)
+        with cycle_collection_paused():
+            return _exchanges_frame(self.message_list)
 
     @cached_property
     def fields(self) -> pd.DataFrame:
-        return _fields_frame(self.message_list)
+        with cycle_collection_paused():
+            return _fields_frame(self.message_list)
 
     def table(self, name: str) -> pd.DataFrame:
         """Any table by name: `messages`, `exchanges`, `fields`, or a per-API one
@@ -138,7 +147,8 @@ class Capture:
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
         cache = self._api_tables
         if spec.name not in cache:
-            cache[spec.name] = _api_frame(self.message_list, spec)
+            with cycle_collection_paused():
+                cache[spec.name] = _api_frame(self.message_list, spec)
         frame: pd.DataFrame = cache[spec.name]
         return frame
 
@@ -229,8 +239,6 @@ class Capture:
         return os.path.basename(self.source) or "(stream)"
 
     def _repr_html_(self) -> str:
-        from kdissect.present.html import capture_html
-
         return capture_html(self)
 
 
@@ -312,43 +320,99 @@ def _top_level_error(response: Message | None) -> str | None:
     return error_name(code) if type(code) is int else None
 
 
-FIELDS_CHUNK_ROWS = 200_000  # rows gathered as Python objects before becoming columns
+FIELDS_CHUNK_ROWS = 50_000  # rows gathered as Python objects before becoming Arrow columns
 
 
 def _fields_frame(messages: list[Message]) -> pd.DataFrame:
-    """One row per tree node, built in chunks so peak memory stays near the table's own."""
-    chunks = []
+    """One row per tree node, built in chunks so peak memory stays near the table's own.
+
+    Text columns are Arrow-backed (one buffer per chunk, not a Python object per
+    cell); names and types become categoricals once, at the end.
+    """
+    chunks: list[dict[str, Any]] = []
     columns: Columns = {name: [] for name in _FIELD_DTYPES}
     for message in messages:
         _add_field_rows(columns, message)
         if len(columns["number"]) >= FIELDS_CHUNK_ROWS:
-            chunks.append(_typed(columns, _FIELD_DTYPES))
+            chunks.append(_fields_chunk(columns))
             columns = {name: [] for name in _FIELD_DTYPES}
-    chunks.append(_typed(columns, _FIELD_DTYPES))
-    frame = pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else chunks[0]
-    for name in ("name", "type", "file"):  # text categories, as every categorical column has
-        frame[name] = pd.Categorical(frame[name].astype("str"))
-    return frame
+    chunks.append(_fields_chunk(columns))
+    frame: dict[str, Any] = {}
+    for name, dtype in _FIELD_DTYPES.items():
+        parts = [chunk[name] for chunk in chunks]
+        if dtype == "string":
+            frame[name] = pd.arrays.ArrowStringArray(pa.chunked_array(parts, pa.string()))
+        elif dtype == "category":
+            codes, categories = pd.factorize(pd.arrays.ArrowStringArray(pa.chunked_array(parts, pa.string())))
+            frame[name] = pd.Categorical.from_codes(codes, pd.Index(categories.to_numpy(dtype=object), dtype="str"))
+        elif dtype == "Int64":
+            frame[name] = pd.array(pa.chunked_array(parts, pa.int64()).to_pandas(types_mapper=_INT64.get))
+        else:
+            frame[name] = np.concatenate(parts)
+    return pd.DataFrame(frame)
+
+
+_INT64 = {pa.int64(): pd.Int64Dtype()}
+
+
+def _fields_chunk(columns: Columns) -> dict[str, Any]:
+    chunk: dict[str, Any] = {}
+    for name, dtype in _FIELD_DTYPES.items():
+        values = columns[name]
+        if dtype in ("string", "category"):
+            chunk[name] = pa.array(values, pa.string())
+        elif dtype == "Int64":
+            chunk[name] = pa.array(values, pa.int64())
+        else:
+            chunk[name] = np.array(values, dtype=dtype)
+    return chunk
 
 
 def _add_field_rows(columns: Columns, message: Message) -> None:
     number = message.number
     add = [columns[name].append for name in _FIELD_DTYPES]
-    for node, depth, path in field_paths(message.tree(keep=False)):
-        value = json_value(node.value)
+    rows = message.rows()
+    found = field_paths(message.tree(keep=False)) if rows is None else row_paths(rows)
+    for node, depth, path in found:
+        if isinstance(node, Node):
+            name, kind, raw, display, offset, size, generated = (
+                node.name, node.type, node.value, node.display, node.offset, node.size, node.generated)
+        else:
+            name, kind, raw, display, offset, size, _, _, generated = node
+        value = raw if raw is None or type(raw) is int or type(raw) is str else json_value(raw)
         for append, item in zip(add, (
-            number, path, node.name, node.type, None if value is None else str(value),
-            value if type(value) is int else None, node.display, node.offset, node.size,
-            depth, node.generated, message.file,
+            number, path, name, kind, None if value is None else str(value),
+            value if type(value) is int else None, display, offset, size, depth, generated,
+            message.file,
         ), strict=True):  # fmt: skip
             append(item)
 
 
 _FIELD_DTYPES = {
-    "number": "int64", "path": "string", "name": "string", "type": "string",
+    "number": "int64", "path": "string", "name": "category", "type": "category",
     "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
-    "size": "int64", "depth": "int64", "generated": "bool", "file": "string",
+    "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
 }  # fmt: skip
+
+
+def row_paths(root: Row) -> list[tuple[Row, int, str]]:
+    """`field_paths` for a tree laid out as rows: the same rows, depths and paths, in the same order."""
+    found: list[tuple[Row, int, str]] = [(root, 0, root[0])]
+    for part in root[7] or []:
+        strip = len(part[0]) + 1 if part[1] == "struct" else 0
+        stack: list[tuple[Row, int, str]] = [(part, 1, part[0])]
+        while stack:
+            row, depth, path = stack.pop()
+            found.append((row, depth, path[strip:] if strip and row is not part else path))
+            children = row[7]
+            if children:
+                in_array = row[1].startswith("[]")
+                for child in reversed(children):
+                    name = child[0]
+                    bracket = name.find("[")
+                    child_path = path + name[bracket:] if bracket > 0 and in_array else f"{path}.{name}"
+                    stack.append((child, depth + 1, child_path))
+    return found
 
 
 def field_paths(root: Node) -> list[tuple[Node, int, str]]:
@@ -360,7 +424,7 @@ def field_paths(root: Node) -> list[tuple[Node, int, str]]:
     """
     found: list[tuple[Node, int, str]] = [(root, 0, root.name)]
     for part in root.children:
-        is_body = part.type == "struct"
+        is_body = part.role is Role.BODY
         for node, depth, path in part.walk(depth=1, path=part.name):
             if is_body and node is not part:
                 path = path[len(part.name) + 1 :]

@@ -1,14 +1,19 @@
-"""Jupyter views: a message tree as collapsible HTML, a capture as a summary."""
+"""Jupyter views: a message tree as collapsible HTML, a capture as a summary.
+
+The decode and pair tiers know nothing of HTML: importing this module registers
+the views of their `Node` and `Message` objects in `kdissect.decode.tree.HTML_VIEWS`.
+"""
 
 from __future__ import annotations
 
 from html import escape
 from typing import TYPE_CHECKING
 
-from kdissect.decode.tree import Node
+from kdissect.decode.tree import HTML_VIEWS, TEXT_VIEWS, Node
+from kdissect.pair.message import Message
+from kdissect.present.summary import summary_line
 
 if TYPE_CHECKING:
-    from kdissect.pair.message import Message
     from kdissect.present.analysis import Capture
 
 _STYLE = (
@@ -25,8 +30,6 @@ def tree_html(root: Node) -> str:
 
 
 def message_html(message: Message) -> str:
-    from kdissect.present.summary import summary_line
-
     return f"<div><b>{escape(summary_line(message))}</b></div>" + tree_html(message.tree())
 
 
@@ -61,3 +64,23 @@ def _label(node: Node) -> str:
     for note in node.notes:
         text += f" <span class='kd-note'>{escape(str(note))}</span>"
     return text
+
+
+def message_text(message: Message) -> str:
+    """The summary line and the text tree of a message, as `-V` prints them."""
+    from kdissect.present.summary import summary_line
+    from kdissect.present.text import render_tree
+
+    return summary_line(message) + "\n" + render_tree(message.tree())
+
+
+def tree_text(node: Node) -> str:
+    from kdissect.present.text import render_tree
+
+    return render_tree(node)
+
+
+HTML_VIEWS[Node] = tree_html
+HTML_VIEWS[Message] = message_html
+TEXT_VIEWS[Node] = tree_text
+TEXT_VIEWS[Message] = message_text

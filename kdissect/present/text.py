@@ -62,10 +62,19 @@ def render_rows(root: Row, *, show_generated: bool = True, wide: bool = False) -
     lines: list[str] = []
     append = lines.append
     stack: list[tuple[Row, str, str]] = [(root, "", "")]
+    tails, bare, spaced = _TAILS, _BARE_TYPES, _SPACED_DISPLAY
     while stack:
         row, prefix, child_prefix = stack.pop()
         name, kind, _, display, offset, size, about, children, generated = row
-        append(prefix + _line(name, kind, display, offset, size, about, generated, wide))
+        if generated or wide or kind in bare:
+            append(prefix + _line(name, kind, display, offset, size, about, generated, wide))
+        else:  # the common line, inline
+            tail = tails.get(about) or _tail(about)
+            if display:
+                line = f"{name} {kind}{' ' if kind in spaced else ' = '}{display} [0x{offset:04x}, {size}B]{tail}"
+            else:
+                line = f"{name} {kind} [0x{offset:04x}, {size}B]{tail}"
+            append(prefix + (line if line.isprintable() else printable(line)))
         if children and not show_generated:
             children = [c for c in children if not c[8]]
         if children:
