@@ -203,3 +203,16 @@ def test_read_pcap_takes_the_operators_definitions(tmp_path: Path, shipped_captu
     capture = read_pcap(shipped_captures / "tansu_topic_partitions.pcap", schemas=folder)
     produce = next(m for m in capture.message_list if m.api_key == 0 and m.is_request)
     assert produce.tree().children[2]["Acks"].about == "acks, as the operator's broker defines it"
+
+
+def test_a_damaged_jar_member_is_skipped_and_reported(tmp_path: Path) -> None:
+    jar = tmp_path / "kafka-clients-9.9.0.jar"
+    text = (OWN / "VoteRequest.json").read_text()
+    with zipfile.ZipFile(jar, "w") as archive:  # stored, so a flipped byte only breaks the CRC
+        archive.writestr("common/message/VoteRequest.json", text)
+    data = bytearray(jar.read_bytes())
+    data[data.index(b'"VoteRequest"') + 1] ^= 0x20
+    jar.write_bytes(bytes(data))
+    configure_definitions(jar, installed=False)
+    assert resolve(52, 2, "request").source == "kdissect"  # type: ignore[union-attr]
+    assert "CRC" in definition_problems()["schemas:kafka-clients-9.9.0.jar/VoteRequest.json"]
