@@ -216,3 +216,15 @@ def test_a_damaged_jar_member_is_skipped_and_reported(tmp_path: Path) -> None:
     configure_definitions(jar, installed=False)
     assert resolve(52, 2, "request").source == "kdissect"  # type: ignore[union-attr]
     assert "CRC" in definition_problems()["schemas:kafka-clients-9.9.0.jar/VoteRequest.json"]
+
+
+def test_an_operator_struct_containing_itself_is_skipped_not_raised(tmp_path: Path) -> None:
+    raw = json.loads(strip_comments((OWN / "ProduceRequest.json").read_text()))
+    raw["fields"][-1]["fields"][-1]["fields"].append({"name": "Again", "type": "[]TopicProduceData",
+                                                     "versions": "0+"})
+    folder = tmp_path / "message"
+    folder.mkdir()
+    (folder / "ProduceRequest.json").write_text(json.dumps(raw))
+    configure_definitions(folder, installed=False)
+    assert dissect_request(PRODUCE_V7).children[2]["TopicData"].value == 1  # kdissect's own file
+    assert "contains itself" in definition_problems()["schemas:message/ProduceRequest.json"]
