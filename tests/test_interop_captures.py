@@ -181,7 +181,7 @@ def response(correlation_id: int, body: bytes) -> bytes:
     return struct.pack(">ii", len(body) + 4, correlation_id) + body
 
 
-ZOOKEEPER_ERA = [  # (request, response) of StopReplica v0, v1 and ControlledShutdown v1, v2 (LeaderAndIsr below)
+ZOOKEEPER_ERA = [  # StopReplica v0, v1 and ControlledShutdown v1, v2 (LeaderAndIsr, UpdateMetadata below)
     (request(5, 0, 11, struct.pack(">ii?i", 1, 2, True, 2) + s16("t0") + struct.pack(">i", 3) + s16("t1")
              + struct.pack(">i", 4)),
      response(11, struct.pack(">hi", 0, 1) + s16("t0") + struct.pack(">ih", 3, 6))),
@@ -237,6 +237,23 @@ def leader_and_isr_v4() -> tuple[bytes, bytes]:
     return struct.pack(">i", len(payload)) + payload, struct.pack(">i", len(answer) + 2) + answer + b"\x00\x00"
 
 
+def update_metadata(version: int) -> tuple[bytes, bytes]:
+    """UpdateMetadata v4 (partitions listed one by one) or v5 (by topic, with the broker epoch).
+
+    tshark 4.0 reads offline replicas in versions 0-3 too, which those versions lack, so only
+    these two are compared.
+    """
+    state = struct.pack(">iiii", 3, 5, 2, 7) + int32s([2, 3]) + struct.pack(">i", 11) + int32s([2, 3, 4])
+    state += int32s([4])
+    endpoint = struct.pack(">i", 9092) + s16("h1") + s16("PLAINTEXT") + struct.pack(">h", 0)
+    brokers = array([struct.pack(">i", 2) + array([endpoint]) + s16("r1")])
+    if version == 4:
+        body = struct.pack(">ii", 1, 5) + array([s16("um") + state])
+    else:
+        body = struct.pack(">iiq", 1, 5, 42) + array([s16("um") + array([state])])
+    return request(6, version, 40 + version, body + brokers), response(40 + version, struct.pack(">h", 0))
+
+
 def write_exchanges(path: Path, exchanges: list[tuple[bytes, bytes]]) -> None:
     packets, client_seq, server_seq = [], 1000, 5000
     for ask, answer in exchanges:
@@ -251,7 +268,8 @@ def write_exchanges(path: Path, exchanges: list[tuple[bytes, bytes]]) -> None:
 
 def test_zookeeper_era_apis_decode_as_tshark_reads_them(tmp_path: Path) -> None:
     path = tmp_path / "zookeeper_era.pcap"
-    exchanges = [*ZOOKEEPER_ERA, *(leader_and_isr(v) for v in range(4)), leader_and_isr_v4()]
+    exchanges = [*ZOOKEEPER_ERA, *(leader_and_isr(v) for v in range(4)), leader_and_isr_v4(),
+                 update_metadata(4), update_metadata(5)]
     write_exchanges(path, exchanges)
     rows = tshark_rows(path)
     decoded = messages(path)
