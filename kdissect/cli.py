@@ -64,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kdissect",
         description="Dissect Apache Kafka traffic in pcap/pcapng captures: every request and "
-        "response, paired, with latency; DescribeTopicPartitions (75), DescribeProducers (61) "
-        "and DescribeQuorum (55) decoded field by field.",
+        "response, paired, with latency; every body decoded field by field from Kafka's "
+        "message definitions (see --list-apis).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

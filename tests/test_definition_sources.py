@@ -120,7 +120,7 @@ def test_a_broken_operator_file_is_skipped_and_reported(tmp_path: Path) -> None:
 
 def test_versions_missing_everywhere_stay_raw_with_a_pointer_to_schemas() -> None:
     set_sources((project_source(),))
-    frame = bytes.fromhex("0000000c 0004 0000 00000001 0000 abcd")  # LeaderAndIsr v0: no definition
+    frame = bytes.fromhex("0000000c 004c 0000 00000001 0000 abcd")  # ShareGroupHeartbeat v0: none
     body = dissect_request(frame).children[2]
     assert (body.type, body.about) == ("bytes", "no definition")
     assert "--schemas PATH" in body.notes[0].message
@@ -193,7 +193,9 @@ def test_list_apis_prints_every_api_with_its_versions_and_source(capsys: pytest.
     assert len(rows) == 93
     assert re.search(r"Vote +0-2 +0-2 +kdissect", rows[52])
     assert re.search(r"Produce +0-13 +0-13 +kdissect", rows[0])
-    assert "no definition (see --schemas)" in rows[4]
+    set_sources(())
+    assert main(["--list-apis"]) == 0
+    assert "no definition (see --schemas)" in capsys.readouterr().out
 
 
 def test_read_pcap_takes_the_operators_definitions(tmp_path: Path, shipped_captures: Path) -> None:
@@ -203,3 +205,28 @@ def test_read_pcap_takes_the_operators_definitions(tmp_path: Path, shipped_captu
     capture = read_pcap(shipped_captures / "tansu_topic_partitions.pcap", schemas=folder)
     produce = next(m for m in capture.message_list if m.api_key == 0 and m.is_request)
     assert produce.tree().children[2]["Acks"].about == "acks, as the operator's broker defines it"
+
+
+def test_a_damaged_jar_member_is_skipped_and_reported(tmp_path: Path) -> None:
+    jar = tmp_path / "kafka-clients-9.9.0.jar"
+    text = (OWN / "VoteRequest.json").read_text()
+    with zipfile.ZipFile(jar, "w") as archive:  # stored, so a flipped byte only breaks the CRC
+        archive.writestr("common/message/VoteRequest.json", text)
+    data = bytearray(jar.read_bytes())
+    data[data.index(b'"VoteRequest"') + 1] ^= 0x20
+    jar.write_bytes(bytes(data))
+    configure_definitions(jar, installed=False)
+    assert resolve(52, 2, "request").source == "kdissect"  # type: ignore[union-attr]
+    assert "CRC" in definition_problems()["schemas:kafka-clients-9.9.0.jar/VoteRequest.json"]
+
+
+def test_an_operator_struct_containing_itself_is_skipped_not_raised(tmp_path: Path) -> None:
+    raw = json.loads(strip_comments((OWN / "ProduceRequest.json").read_text()))
+    raw["fields"][-1]["fields"][-1]["fields"].append({"name": "Again", "type": "[]TopicProduceData",
+                                                     "versions": "0+"})
+    folder = tmp_path / "message"
+    folder.mkdir()
+    (folder / "ProduceRequest.json").write_text(json.dumps(raw))
+    configure_definitions(folder, installed=False)
+    assert dissect_request(PRODUCE_V7).children[2]["TopicData"].value == 1  # kdissect's own file
+    assert "contains itself" in definition_problems()["schemas:message/ProduceRequest.json"]

@@ -3,7 +3,8 @@
 kio (Aiven's codec, generated from Apache Kafka's schemas) encodes random
 messages drawn by hypothesis from its own types; the decoded tree, whichever
 source its definition came from (an installed kafka-python's files or
-kdissect's own), must hold exactly kio's values, tagged fields included, tile
+kdissect's own; the cases kafka-python covers are run again with kdissect's own
+files alone), must hold exactly kio's values, tagged fields included, tile
 the frame, and carry no note. `records` fields are compared as raw bytes.
 kio omits tagged fields left at their default; those must then be absent.
 """
@@ -20,6 +21,7 @@ import pkgutil
 import re
 import struct
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import kio.schema
@@ -34,7 +36,8 @@ from kio.static.primitive import Records
 
 from kdissect.apis import APIS, request_header_version, response_header_version
 from kdissect.decode.dissect import dissect_request, dissect_response
-from kdissect.decode.schema import resolve
+from kdissect.decode.schema import project_source, resolve, set_sources
+from kdissect.decode.schema.sources import PROJECT, kafka_python_source
 from kdissect.decode.tree import Node
 
 FEW = settings(max_examples=int(os.environ.get("KDISSECT_EXAMPLES", "2")), derandomize=True, deadline=None,
@@ -96,6 +99,13 @@ KIO = kio_entities()
 # KDISSECT_ALL_VERSIONS=1 checks every version instead of the boundaries (about 600 cases).
 ALL_CASES = sorted(case for case in KIO if decodable(*case))
 CASES = ALL_CASES if os.environ.get("KDISSECT_ALL_VERSIONS") else boundary_versions(ALL_CASES)
+# The newest version of what an installed kafka-python decodes, again with kdissect's own files alone
+# (every version of those files is compared with kafka-python's in test_definition_sources).
+set_sources((project_source(),))
+OWN_CASES = [case for case in CASES if decodable(*case)]
+set_sources(None)
+OWN_CASES = [case for case in OWN_CASES if resolve(*case).source != PROJECT  # type: ignore[union-attr]
+             and case[1] == max(v for k, v, d in OWN_CASES if (k, d) == (case[0], case[2]))]  # newest
 
 
 def encode(entity_type: Any, entity: object) -> bytes:
@@ -187,6 +197,23 @@ def test_the_cases_cover_kdissects_own_and_installed_definitions() -> None:
     keys = {key for key, _, _ in CASES}
     assert {0, 1, 2, 52, 53, 54, 55, 56, 59, 61, 62, 63, 67, 68, 69, 75, 80, 81, 82} <= keys
     assert len(ALL_CASES) > 500
+    assert len(OWN_CASES) > 80 or kafka_python_source() is None
+
+
+@pytest.fixture
+def own_definitions_only() -> Iterator[None]:
+    set_sources((project_source(),))
+    yield
+    set_sources(None)
+
+
+@pytest.mark.usefixtures("own_definitions_only")
+@pytest.mark.parametrize(("api_key", "version", "kind"), OWN_CASES)
+@FEW
+@given(data=st.data(), correlation_id=st.integers(-(2**31), 2**31 - 1))
+def test_kio_messages_decode_with_kdissects_own_files_alone(api_key: int, version: int, kind: str, data: Any,
+                                                           correlation_id: int) -> None:
+    check_kio_message(api_key, version, kind, data, correlation_id)
 
 
 @pytest.mark.parametrize(("api_key", "version", "kind"), CASES)
@@ -194,6 +221,10 @@ def test_the_cases_cover_kdissects_own_and_installed_definitions() -> None:
 @given(data=st.data(), correlation_id=st.integers(-(2**31), 2**31 - 1))
 def test_kio_messages_decode_to_kios_values(api_key: int, version: int, kind: str, data: Any,
                                             correlation_id: int) -> None:
+    check_kio_message(api_key, version, kind, data, correlation_id)
+
+
+def check_kio_message(api_key: int, version: int, kind: str, data: Any, correlation_id: int) -> None:
     entity_type = KIO[(api_key, version, kind)]
     entity = data.draw(st.from_type(entity_type))
     frame = frame_of(api_key, version, kind, correlation_id, entity)

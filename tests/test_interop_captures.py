@@ -181,7 +181,7 @@ def response(correlation_id: int, body: bytes) -> bytes:
     return struct.pack(">ii", len(body) + 4, correlation_id) + body
 
 
-ZOOKEEPER_ERA = [  # (request, response) of StopReplica v0, v1 and ControlledShutdown v1, v2
+ZOOKEEPER_ERA = [  # StopReplica v0, v1 and ControlledShutdown v1, v2 (LeaderAndIsr, UpdateMetadata below)
     (request(5, 0, 11, struct.pack(">ii?i", 1, 2, True, 2) + s16("t0") + struct.pack(">i", 3) + s16("t1")
              + struct.pack(">i", 4)),
      response(11, struct.pack(">hi", 0, 1) + s16("t0") + struct.pack(">ih", 3, 6))),
@@ -192,6 +192,66 @@ ZOOKEEPER_ERA = [  # (request, response) of StopReplica v0, v1 and ControlledShu
      response(14, struct.pack(">hi", 0, 1) + s16("gamma") + struct.pack(">i", 2))),
     (request(7, 2, 15, struct.pack(">iq", 3, 77)), response(15, struct.pack(">hi", 15, 0))),
 ]
+
+
+def array(items: list[bytes]) -> bytes:
+    return struct.pack(">i", len(items)) + b"".join(items)
+
+
+def int32s(values: list[int], compact: bool = False) -> bytes:
+    items = [struct.pack(">i", v) for v in values]
+    return bytes([len(items) + 1]) + b"".join(items) if compact else array(items)
+
+
+def partition_state(version: int, topic: str | None, index: int) -> bytes:
+    """LeaderAndIsr partition state, classic versions: leader 2, ISR [2, 3], replicas [2, 3, 4]."""
+    state = (s16(topic) if topic is not None else b"") + struct.pack(">iiii", index, 5, 2, 7)
+    state += int32s([2, 3]) + struct.pack(">i", 11) + int32s([2, 3, 4])
+    state += (int32s([4]) + int32s([])) if version >= 3 else b""
+    return state + (b"\x01" if version >= 1 else b"")
+
+
+def leader_and_isr(version: int) -> tuple[bytes, bytes]:
+    leaders = array([struct.pack(">i", 2) + s16("broker2") + struct.pack(">i", 9092)])
+    errors = array([s16("lai") + struct.pack(">ih", 0, 0), s16("lai") + struct.pack(">ih", 1, 6)])
+    if version < 2:
+        states = array([partition_state(version, "lai", 0), partition_state(version, "lai", 1)])
+        body = struct.pack(">ii", 1, 5) + states + leaders
+    else:
+        states = array([s16("lai") + array([partition_state(version, None, 0), partition_state(version, None, 1)])])
+        body = struct.pack(">iiq", 1, 5, 42) + states + leaders
+    return request(4, version, 20 + version, body), response(20 + version, struct.pack(">h", 0) + errors)
+
+
+def leader_and_isr_v4() -> tuple[bytes, bytes]:
+    """The first flexible version: compact strings and arrays, tagged-field blocks."""
+    def text(value: str) -> bytes:
+        return bytes([len(value) + 1]) + value.encode()
+    state = struct.pack(">iiii", 4, 5, 2, 7) + int32s([2, 3], True) + struct.pack(">i", 11)
+    state += int32s([2, 3, 4], True) + int32s([], True) + int32s([], True) + b"\x01\x00"
+    topics = b"\x02" + text("lai") + b"\x02" + state + b"\x00"
+    leaders = b"\x02" + struct.pack(">i", 2) + text("b2") + struct.pack(">i", 9092) + b"\x00"
+    payload = struct.pack(">hhi", 4, 4, 30) + s16("ctl") + b"\x00" + struct.pack(">iiq", 1, 5, 42)
+    payload += topics + leaders + b"\x00"
+    answer = struct.pack(">ib", 30, 0) + struct.pack(">h", 0) + b"\x02" + text("lai") + struct.pack(">ih", 4, 0)
+    return struct.pack(">i", len(payload)) + payload, struct.pack(">i", len(answer) + 2) + answer + b"\x00\x00"
+
+
+def update_metadata(version: int) -> tuple[bytes, bytes]:
+    """UpdateMetadata v4 (partitions listed one by one) or v5 (by topic, with the broker epoch).
+
+    tshark 4.0 reads offline replicas in versions 0-3 too, which those versions lack, so only
+    these two are compared.
+    """
+    state = struct.pack(">iiii", 3, 5, 2, 7) + int32s([2, 3]) + struct.pack(">i", 11) + int32s([2, 3, 4])
+    state += int32s([4])
+    endpoint = struct.pack(">i", 9092) + s16("h1") + s16("PLAINTEXT") + struct.pack(">h", 0)
+    brokers = array([struct.pack(">i", 2) + array([endpoint]) + s16("r1")])
+    if version == 4:
+        body = struct.pack(">ii", 1, 5) + array([s16("um") + state])
+    else:
+        body = struct.pack(">iiq", 1, 5, 42) + array([s16("um") + array([state])])
+    return request(6, version, 40 + version, body + brokers), response(40 + version, struct.pack(">h", 0))
 
 
 def write_exchanges(path: Path, exchanges: list[tuple[bytes, bytes]]) -> None:
@@ -208,10 +268,12 @@ def write_exchanges(path: Path, exchanges: list[tuple[bytes, bytes]]) -> None:
 
 def test_zookeeper_era_apis_decode_as_tshark_reads_them(tmp_path: Path) -> None:
     path = tmp_path / "zookeeper_era.pcap"
-    write_exchanges(path, ZOOKEEPER_ERA)
+    exchanges = [*ZOOKEEPER_ERA, *(leader_and_isr(v) for v in range(4)), leader_and_isr_v4(),
+                 update_metadata(4), update_metadata(5)]
+    write_exchanges(path, exchanges)
     rows = tshark_rows(path)
     decoded = messages(path)
-    assert len(decoded) == 8 == len(rows)
+    assert len(decoded) == 2 * len(exchanges) == len(rows)
     for message in decoded:
         tree = message.tree()
         assert [str(n) for n in tree.all_notes()] == [] and tree.tiling_errors() == []

@@ -112,13 +112,29 @@ def definition_problems() -> dict[str, str]:
 @functools.cache
 def _source_spec(source: DefinitionSource, name: str) -> MessageSpec | None:
     """One source's parsed definition of a message, None when absent or invalid (recorded)."""
-    text = None
     try:
         text = source.read(name)
-        return None if text is None else parse_definition(text, f"{source.label}/{name}.json")
+        spec = None if text is None else parse_definition(text, f"{source.label}/{name}.json")
+        if spec is not None:
+            _check_no_struct_contains_itself(spec, f"{source.label}/{name}.json")
+        return spec
     except SchemaError as problem:
         _problems[f"{source.label}/{name}.json"] = str(problem)
         return None
+
+
+def _check_no_struct_contains_itself(spec: MessageSpec, where: str) -> None:
+    """Reject a definition whose struct types refer to themselves (compiling one would fail)."""
+    refers = {s.name: {f.type.element for f in s.fields if f.type.is_struct} for s in spec.structs}
+    for start in refers:
+        seen, stack = set(), list(refers[start])
+        while stack:
+            name = stack.pop()
+            if name == start:
+                raise SchemaError(f"{where}: struct {start} contains itself")
+            if name not in seen:
+                seen.add(name)
+                stack.extend(refers.get(name, ()))
 
 
 @functools.cache

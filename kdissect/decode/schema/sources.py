@@ -18,13 +18,15 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import zipfile
 from dataclasses import dataclass
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kdissect.decode.schema.versions import SchemaError
+
+if TYPE_CHECKING:  # zipfile and the Traversable protocol are imported only when a jar is given
+    from importlib.resources.abc import Traversable
 
 PROJECT = "kdissect"
 KAFKA_PYTHON = "kafka-python"
@@ -41,10 +43,13 @@ class DefinitionSource:
 
     def read(self, name: str) -> str | None:
         """The text of `<name>.json`, None when this source has no such file."""
+        import zipfile  # off the start-up path; a damaged jar raises its errors or zlib's
+        import zlib
+
         entry = self.folder.joinpath(f"{name}.json")
         try:
             return entry.read_text(encoding="utf-8") if entry.is_file() else None
-        except (OSError, UnicodeDecodeError, zipfile.BadZipFile) as problem:
+        except (OSError, UnicodeDecodeError, EOFError, zipfile.BadZipFile, zlib.error) as problem:
             raise SchemaError(f"{self.label}: cannot read {name}.json: {problem}") from None
 
     def names(self) -> tuple[str, ...]:
@@ -90,6 +95,8 @@ def schemas_source(path: str | os.PathLike[str]) -> DefinitionSource:
 
 
 def _jar_folder(jar: Path) -> Traversable:
+    import zipfile
+
     try:
         archive = zipfile.ZipFile(jar)
     except (OSError, zipfile.BadZipFile) as problem:
