@@ -34,6 +34,8 @@ examples:
   kdissect --stats capture.pcap              per-API and per-connection statistics
   kdissect --export out/ --format parquet capture.pcap
   tcpdump -i any -U -w - port 9092 | kdissect -     live, streaming
+  kdissect --findings capture.pcap           what went wrong, ranked (-T jsonl for tools)
+  kdissect report capture.pcap -o out.html   one self-contained page: findings, charts, packets
 
 filter fields (-Y): number frame time stream src dst direction api_key api_name
   api_version correlation_id client_id length pair latency_ms notes
@@ -118,6 +120,11 @@ def _api_list(text: str) -> frozenset[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"] or "--findings" in argv:  # parsed by the report module itself
+        from kdissect.present.report import command
+
+        return command(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
