@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from kdissect.decode.tree import Node, printable
 from kdissect.error_codes import error_name
+from kdissect.notes import Note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -140,9 +141,12 @@ def find(capture: Capture, thresholds: Thresholds | None = None,
     `on_tree` sees every message's tree during the one pass that decodes bodies,
     so a caller that needs the trees too (the report) does not decode twice.
     """
-    evidence = Evidence(capture, thresholds or Thresholds(), on_tree)
-    if on_tree is not None:
-        evidence.body_facts  # noqa: B018 -- the one pass that shows the caller every tree
+    return run_detectors(Evidence(capture, thresholds or Thresholds(), on_tree))
+
+
+def run_detectors(evidence: Evidence) -> list[Finding]:
+    if evidence.has_visitor:
+        evidence.body_facts  # noqa: B018 -- the one pass that shows the visitor every tree
     found: list[Finding] = []
     for run in DETECTORS.values():
         found.extend(run(evidence))
@@ -193,6 +197,10 @@ class Evidence:
         self.thresholds = thresholds
         self._on_tree = on_tree
 
+    @property
+    def has_visitor(self) -> bool:
+        return self._on_tree is not None
+
     def table(self, name: str) -> pd.DataFrame:
         frame: pd.DataFrame = getattr(self.capture, name)
         return frame
@@ -200,49 +208,73 @@ class Evidence:
     @cached_property
     def streams(self) -> dict[int, int]:
         """Message number -> stream."""
-        frame = self.table("messages")
-        return dict(zip(frame["number"].tolist(), frame["stream"].tolist(), strict=True))
+        return {m.number: m.frame.connection.index for m in self.capture.message_list}
+
+    @cached_property
+    def exchanges(self) -> list[dict[str, Any]]:
+        """Answered exchanges from the messages themselves (no body decoded): request and
+        response numbers, response time, API, latency, client id, stream, addresses."""
+        return exchange_rows(self.capture.message_list)
 
     @cached_property
     def body_facts(self) -> tuple[list[ErrorEvent], dict[int, list[str]]]:
         """Error codes in responses and malformed-data notes, from one pass over every tree."""
-        clients = _client_ids(self.table("exchanges"))
         errors: list[ErrorEvent] = []
         malformed: dict[int, list[str]] = {}
-        for number in self.table("messages")["number"].tolist():
-            message = self.capture.message(number)
+        for message in self.capture.message_list:
             tree = message.tree(keep=False)
             if self._on_tree is not None:
                 self._on_tree(message, tree)
-            problems = [n.message for n in (*message.all_notes(), *tree.all_notes())
-                        if int(n.severity) >= _ERROR_NOTE]
+            request = message.pair
+            client_id = "" if message.is_request or request is None else request.client_id or ""
+            problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
+            for found in _walk_body(message, tree, client_id):
+                if isinstance(found, ErrorEvent):
+                    errors.append(found)
+                elif int(found.severity) >= _ERROR_NOTE:
+                    problems.append(found.message)
             if problems:
-                malformed[number] = sorted(set(problems))
-            if not message.is_request:
-                errors.extend(_error_events(message, tree, clients.get(number, "")))
+                malformed[message.number] = sorted(set(problems))
         return errors, malformed
+
+
+def exchange_rows(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    from kdissect.ingest.net import format_address
+
+    found = []
+    for response in messages:
+        request = response.pair
+        if response.is_request or request is None:
+            continue
+        connection = response.frame.connection
+        found.append({"request": request.number, "response": response.number,
+                      "time": response.time, "api_name": response.api_name,
+                      "latency_ms": (response.time - request.time) * 1000.0,
+                      "client_id": request.client_id or "", "stream": connection.index,
+                      "client": format_address(connection.client),
+                      "server": format_address(connection.server)})
+    return found
 
 
 _ERROR_NOTE = 3  # kdissect.notes.Severity.ERROR: the bytes contradict the protocol
 
 
-def _client_ids(exchanges: pd.DataFrame) -> dict[int, str]:
-    answered = exchanges.dropna(subset=["response"])
-    return {int(r): ("" if c is None or c != c else str(c)) for r, c in
-            zip(answered["response"].tolist(), answered["client_id"].astype(object).tolist(),
-                strict=True)}
-
-
-def _error_events(message: Message, tree: Node, client_id: str) -> Iterator[ErrorEvent]:
-    """Every non-zero ErrorCode in a response, with the topic it sits under."""
+def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[ErrorEvent | Note]:
+    """In one walk: every note of the tree, and (in a response) every non-zero ErrorCode
+    with the topic it sits under."""
+    response = not message.is_request
+    yield from tree.notes
     stack: list[tuple[Node, str]] = [(tree, "")]
     while stack:
         node, topic = stack.pop()
         named = next((c.value for c in node.children if c.name in _TOPIC_FIELDS
-                      and isinstance(c.value, str)), None)
+                      and isinstance(c.value, str)), None) if response else None
         topic = named if named is not None else topic
         for child in node.children:
-            if child.name == "ErrorCode" and isinstance(child.value, int) and child.value != 0:
+            if child.notes:
+                yield from child.notes
+            if (response and child.name == "ErrorCode" and isinstance(child.value, int)
+                    and child.value != 0):
                 yield ErrorEvent(message.time, message.number, message.frame.connection.index,
                                  message.api_name or "?", error_name(child.value), client_id,
                                  topic)
@@ -330,14 +362,16 @@ _MISSING_BYTES = re.compile(r"(\d+) bytes missing|ends (\d+) bytes before")
 @detector("traffic.notes")
 def note_findings(evidence: Evidence) -> Iterator[Finding]:
     """Unanswered requests, responses without requests, gaps: one finding per connection."""
-    table = evidence.table("messages")
-    found = rows(table[table["notes"].fillna("") != ""], ("number", "time", "stream", "notes"))
     buckets: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for row in found:
+    for message in evidence.capture.message_list:
+        if not (message.notes or message.frame.notes):
+            continue
+        text = "; ".join(n.message for n in message.all_notes())
         for needle, kind, _, _ in _NOTE_KINDS:
-            if needle in row["notes"]:
-                buckets.setdefault((kind, row["stream"]), []).append(
-                    {**row, "message": row["number"]})
+            if needle in text:
+                stream = message.frame.connection.index
+                buckets.setdefault((kind, stream), []).append(
+                    {"message": message.number, "time": message.time, "notes": text})
                 break
     meaning = {kind: (severity, text) for _, kind, severity, text in _NOTE_KINDS}
     for (kind, stream), items in buckets.items():
@@ -357,11 +391,8 @@ def capture_problems(evidence: Evidence) -> Iterator[Finding]:
     """TLS on a Kafka port, cut or corrupt capture files (not tied to a message)."""
     tls = [p.message for p in evidence.capture.problems if "looks like TLS" in p.message]
     other = [p.message for p in evidence.capture.problems if "looks like TLS" not in p.message]
-    times = evidence.table("messages")["time"]
-    start = end = 0.0
-    if len(times):
-        seconds = rows(evidence.table("messages").iloc[[0, -1]], ["time"])
-        start, end = seconds[0]["time"] or 0.0, seconds[-1]["time"] or 0.0
+    messages = evidence.capture.message_list
+    start, end = (messages[0].time, messages[-1].time) if messages else (0.0, 0.0)
     if tls:
         yield Finding("capture.tls", Severity.MEDIUM,
                       f"TLS on a Kafka port: {len(tls)} connection(s) cannot be decoded",
@@ -377,8 +408,8 @@ def malformed(evidence: Evidence) -> Iterator[Finding]:
     _, broken = evidence.body_facts
     if not broken:
         return
-    table = evidence.table("messages")
-    found = rows(table[table["number"].isin(list(broken))], ("number", "time", "api_name"))
+    found = [{"number": n, "time": evidence.capture.message(n).time,
+              "api_name": evidence.capture.message(n).api_name} for n in sorted(broken)]
     for api, items in grouped(found, "api_name").items():
         evidence_rows = [{**r, "message": r["number"]} for r in items]
         first = broken[items[0]["number"]][0]
@@ -392,9 +423,7 @@ def malformed(evidence: Evidence) -> Iterator[Finding]:
 def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
     """Exchanges slower than the absolute threshold, or far slower than their API usually is."""
     limits = evidence.thresholds
-    answered = evidence.table("exchanges").dropna(subset=["latency_ms"])
-    found = rows(answered, ("request", "response", "response_time", "api_name", "latency_ms",
-                            "client_id"))
+    found = evidence.exchanges
     for (api,), items in grouped(found, "api_name").items():
         ordered = sorted(r["latency_ms"] for r in items)
         median = ordered[len(ordered) // 2]
@@ -403,8 +432,8 @@ def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
                     and r["latency_ms"] > limits.slow_factor * median)]
         if not slow:
             continue
-        evidence_rows = [{"time": r["response_time"], "message": r["request"]} for r in slow]
-        evidence_rows += [{"time": r["response_time"], "message": r["response"]} for r in slow]
+        evidence_rows = [{"time": r["time"], "message": r["request"]} for r in slow]
+        evidence_rows += [{"time": r["time"], "message": r["response"]} for r in slow]
         worst = max(r["latency_ms"] for r in slow)
         yield _finding("traffic.slow", Severity.MEDIUM,
                        f"{len(slow)} slow {api} exchange(s): up to {worst:.1f} ms "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
+import gc
 import hashlib
 import json
 import os
@@ -36,7 +37,6 @@ from kdissect.present.findings import Finding, Severity, Thresholds
 from kdissect.present.svgplot import Chart, Marker, Series, render
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from kdissect.pair.message import Message
     from kdissect.present.analysis import Capture
@@ -94,10 +94,12 @@ class PacketData:
     details: dict[int, str] = field(default_factory=dict)
     detail_bytes: int = 0
     base_time: float = 0.0
+    budget: int = DETAIL_BUDGET
+    addresses: dict[int, tuple[int, int]] = field(default_factory=dict)  # per connection
 
     def add_detail(self, message: Message, tree: Node) -> None:
         data = message.frame.data
-        if len(data) > DETAIL_MAX_FRAME or self.detail_bytes + len(data) > DETAIL_BUDGET:
+        if len(data) > DETAIL_MAX_FRAME or self.detail_bytes + len(data) > self.budget:
             return
         self.detail_bytes += len(data)
         self.details[message.number] = json.dumps(
@@ -107,16 +109,19 @@ class PacketData:
     def add_row(self, message: Message) -> None:
         columns, strings = self.columns, self.strings
         connection = message.frame.connection
-        client, server = format_address(connection.client), format_address(connection.server)
-        src, dst = (client, server) if message.is_request else (server, client)
-        notes = message.all_notes()
+        ends = self.addresses.get(connection.index)
+        if ends is None:
+            ends = self.addresses[connection.index] = (
+                strings(format_address(connection.client)), strings(format_address(connection.server)))
+        src, dst = ends if message.is_request else (ends[1], ends[0])
+        notes = message.all_notes() if message.notes or message.frame.notes else ()
         latency = message.latency
         kind = "Request" if message.is_request else "Response"
         label = f"{message.api_name} v{message.api_version}" if message.api_key is not None \
             else "(unknown API)"
         for name, value in (
             ("n", message.number), ("t", round(message.time - self.base_time, 6)),
-            ("s", strings(src)), ("d", strings(dst)), ("p", strings(f"{label} {kind}")),
+            ("s", src), ("d", dst), ("p", strings(f"{label} {kind}")),
             ("c", message.correlation_id), ("i", strings(message.client_id)),
             ("l", None if latency is None else round(latency * 1000.0, 3)),
             ("k", strings("; ".join(n.message for n in notes)) if notes else -1),
@@ -139,10 +144,23 @@ def script_json(value: Any) -> str:
 # -- building the page --------------------------------------------------------------------
 
 
-def build_report(capture: Capture, thresholds: Thresholds | None = None) -> str:
-    """The whole page as one string."""
-    packets = PacketData()
-    found = findings_module.find(capture, thresholds, on_tree=packets.add_detail)
+def build_report(capture: Capture, thresholds: Thresholds | None = None,
+                 detail_budget: int = DETAIL_BUDGET) -> str:
+    """The whole page as one string; trees and bytes of messages up to `detail_budget`
+    frame bytes in all."""
+    collecting = gc.isenabled()
+    gc.disable()  # a pass that makes millions of acyclic lists: no cycles to collect
+    try:
+        return _build(capture, thresholds, detail_budget)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) -> str:
+    packets = PacketData(budget=detail_budget)
+    evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail)
+    found = findings_module.run_detectors(evidence)
     if capture.message_list:
         packets.base_time = capture.message_list[0].time
     for message in capture.message_list:
@@ -150,9 +168,9 @@ def build_report(capture: Capture, thresholds: Thresholds | None = None) -> str:
     page_data = {"strings": packets.strings.table(), "columns": packets.columns,
                  "base": packets.base_time, "source": os.path.basename(capture.source)}
     sections = [
-        _overview(capture, found, packets),
+        _overview(capture, found, packets, evidence),
         _findings_section(found, packets.base_time),
-        _charts_section(capture, found, packets.base_time),
+        _charts_section(capture, found, evidence, packets.base_time),
         _packets_section(),
     ]
     return _page(capture, "".join(sections), page_data, packets.detail_lines())
@@ -191,12 +209,14 @@ def _table(headers: list[str], body_rows: list[list[str]], cls: str = "") -> str
     return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>"
 
 
-def _overview(capture: Capture, found: list[Finding], packets: PacketData) -> str:
+def _overview(capture: Capture, found: list[Finding], packets: PacketData,
+              evidence: findings_module.Evidence) -> str:
     messages = capture.message_list
-    exchanges = capture.exchanges
+    exchanges = evidence.exchanges
     span = (messages[-1].time - messages[0].time) if messages else 0.0
     start = findings_module.iso_time(messages[0].time) if messages else "-"
     severities = {s: sum(1 for f in found if f.severity == s) for s in Severity}
+    servers = sorted({format_address(m.frame.connection.server) for m in messages})
     facts = [
         ("capture", escape(printable(os.path.basename(capture.source) or "(stream)"))),
         ("first message", escape(start)),
@@ -204,36 +224,45 @@ def _overview(capture: Capture, found: list[Finding], packets: PacketData) -> st
         ("messages", f"{len(messages)} ({len(packets.details)} with tree and bytes in this page)"),
         ("findings", ", ".join(f"<span class='sev sev-{s}'>{n} {s}</span>"
                                for s, n in sorted(severities.items(), reverse=True) if n) or "none"),
-        ("brokers", escape(", ".join(sorted(set(exchanges["server"].astype(str))))) or "-"),
+        ("brokers", escape(", ".join(servers[:50])) or "-"),
     ]
     fact_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
+    errors, _ = evidence.body_facts
     return (f"<section id='overview' class='tab'><h2>Overview</h2><table class='facts'>{fact_rows}"
-            f"</table><h3>APIs</h3>{_api_table(exchanges)}<h3>Clients</h3>{_client_table(exchanges)}"
+            f"</table><h3>APIs</h3>{_api_table(messages, exchanges, errors)}"
+            f"<h3>Clients</h3>{_client_table(exchanges)}"
             + "".join(f"<p class='problem'>{escape(printable(str(p)))}</p>" for p in capture.problems[:20])
             + "</section>")
 
 
-def _api_table(exchanges: pd.DataFrame) -> str:
+def _api_table(messages: list[Message], exchanges: list[dict[str, Any]],
+               errors: list[findings_module.ErrorEvent]) -> str:
+    requests: dict[str, int] = {}
+    for message in messages:
+        if message.is_request:
+            name = message.api_name or "?"
+            requests[name] = requests.get(name, 0) + 1
+    latencies = findings_module.grouped(exchanges, "api_name")
+    error_counts: dict[str, int] = {}
+    for error in errors:
+        error_counts[error.api] = error_counts.get(error.api, 0) + 1
     body = []
-    for api, group in exchanges.groupby("api_name", observed=True, dropna=False):
-        latency = group["latency_ms"].dropna().astype(float)
-        quantiles = [latency.quantile(q) if len(latency) else None for q in (0.5, 0.9, 0.99)]
-        cells = [escape(str(api) if api == api else "(request missing)"),
-                 str(int(group["request"].notna().sum())), str(int(group["response"].notna().sum())),
-                 str(int((group["request"].notna() & group["response"].isna()).sum())),
-                 str(int(group["error"].notna().sum())),
-                 *("-" if q is None else f"{q:.3f}" for q in quantiles),
-                 "-" if not len(latency) else f"{latency.max():.3f}"]
-        body.append(cells)
-    return _table(["API", "requests", "responses", "unanswered", "top-level errors",
+    for api in sorted(requests):
+        ordered = sorted(r["latency_ms"] for r in latencies.get((api,), []))
+        picks = [ordered[round(q * (len(ordered) - 1))] if ordered else None
+                 for q in (0.5, 0.9, 0.99, 1.0)]
+        body.append([escape(api), str(requests[api]), str(len(ordered)),
+                     str(requests[api] - len(ordered)), str(error_counts.get(api, 0)),
+                     *("-" if p is None else f"{p:.3f}" for p in picks)])
+    return _table(["API", "requests", "answered", "not answered", "error codes",
                    "p50 ms", "p90 ms", "p99 ms", "max ms"], body, "numbers")
 
 
-def _client_table(exchanges: pd.DataFrame) -> str:
-    body = []
-    for (client, client_id), group in exchanges.groupby(["client", "client_id"], observed=True):
-        body.append([escape(str(client)), escape(printable(str(client_id))), str(len(group))])
-    return _table(["client address", "client id", "exchanges"], body[:500])
+def _client_table(exchanges: list[dict[str, Any]]) -> str:
+    groups = findings_module.grouped(exchanges, "client", "client_id")
+    body = [[escape(client), escape(printable(client_id)), str(len(items))]
+            for (client, client_id), items in sorted(groups.items())[:500]]
+    return _table(["client address", "client id", "answered exchanges"], body)
 
 
 def _findings_section(found: list[Finding], base: float) -> str:
@@ -256,8 +285,9 @@ def _findings_section(found: list[Finding], base: float) -> str:
 # -- charts -----------------------------------------------------------------------------------
 
 
-def _charts_section(capture: Capture, found: list[Finding], base: float) -> str:
-    charts = [_latency_chart(capture, base), _error_chart(found, capture, base),
+def _charts_section(capture: Capture, found: list[Finding], evidence: findings_module.Evidence,
+                    base: float) -> str:
+    charts = [_latency_chart(evidence.exchanges, base), _error_chart(found, capture, base),
               _lag_chart(capture, found, base), _sequence_chart(capture, found, base),
               _transaction_chart(capture, base)]
     messages = capture.message_list
@@ -268,12 +298,10 @@ def _charts_section(capture: Capture, found: list[Finding], base: float) -> str:
             f"{rendered or '<p>Nothing to chart in this capture.</p>'}</section>")
 
 
-def _latency_chart(capture: Capture, base: float) -> Chart | None:
-    found = findings_module.rows(capture.exchanges.dropna(subset=["latency_ms"]),
-                                 ("response_time", "api_name", "latency_ms"))
+def _latency_chart(found: list[dict[str, Any]], base: float) -> Chart | None:
     if not found:
         return None
-    series = [Series(str(api), [(r["response_time"] - base, r["latency_ms"]) for r in items], "points")
+    series = [Series(str(api), [(r["time"] - base, r["latency_ms"]) for r in items], "points")
               for (api,), items in findings_module.grouped(found, "api_name").items()]
     return Chart("Latency over time by API", "latency ms (log)", series, log_y=True)
 
