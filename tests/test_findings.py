@@ -299,3 +299,51 @@ def test_findings_command_text_and_errors():
     assert run("--findings", "no-such.pcap").returncode == 2
     refused = run("--findings", "--threshold", "bogus=1", str(CAPTURES / "quorum_story.pcap"))
     assert refused.returncode == 2 and "unknown threshold" in refused.stderr
+
+
+def join_group_v5(correlation_id: int, client_id: bytes, group: bytes) -> bytes:
+    """A JoinGroup v5 request (classic encoding), written field by field."""
+
+    def string(raw: bytes) -> bytes:
+        return struct.pack(">h", len(raw)) + raw
+
+    body = (string(group) + struct.pack(">ii", 10_000, 30_000) + string(b"") + struct.pack(">h", -1)
+            + string(b"consumer") + struct.pack(">i", 1) + string(b"range")
+            + struct.pack(">i", 4) + b"\x00\x01\x00\x00")
+    return kafka_request(11, 5, correlation_id, client_id=client_id, body=body)
+
+
+def test_a_join_group_storm_is_a_finding_from_headers_alone(tmp_path):
+    packets = []
+    for member in range(3):
+        talk = Conversation.between((f"10.0.0.{member + 2}", 41000), ("10.0.0.1", 9092))
+        talk.handshake()
+        for correlation_id in range(1, 5):
+            talk.send(True, join_group_v5(correlation_id, f"consumer-{member}".encode(), b"billing"))
+        packets += talk.packets
+    found = F.find(kdissect.read_pcap(write_pcap(tmp_path / "joins.pcap",
+                                                 records(packets, wrap=ethernet))))
+    storm = the(found, "groups.join_storm")
+    assert storm.count == 12 and storm.details["clients"] == ["consumer-0", "consumer-1",
+                                                              "consumer-2"]
+    assert storm.details["group"] in ("?", "billing")  # "billing" once JoinGroup is decoded
+    quieter = F.find(kdissect.read_pcap(tmp_path / "joins.pcap"), Thresholds(join_storm=13))
+    assert not [f for f in quieter if f.id == "groups.join_storm"]
+
+
+def test_throttled_answers_are_a_finding(tmp_path):
+    from tests.test_report import describe_producers_request
+    from tools.kio_codec import encode_response, read_request
+
+    talk = Conversation.between(("10.0.0.2", 40200), ("10.0.0.1", 9092))
+    talk.handshake()
+    for correlation_id, throttle in ((1, 0), (2, 250), (3, 900)):
+        frame = describe_producers_request(correlation_id, "slowpoke", "orders")
+        answer, _ = encode_response(read_request(frame[4:]), {"throttle_time": throttle, "topics": [
+            {"name": "orders", "partitions": [{"partition_index": 0, "error_code": 0,
+                                               "error_message": None, "active_producers": []}]}]})
+        talk.send(True, frame)
+        talk.send(False, answer)
+    found = F.find(kdissect.read_pcap(crafted(tmp_path, talk)))
+    throttled = the(found, "traffic.throttled", client_id="slowpoke")
+    assert throttled.messages == (4, 6) and throttled.details["worst_ms"] == 900

@@ -88,6 +88,7 @@ class Thresholds:
     stale_fetch_ms: float = 2000.0  # last fetch older than this (Kafka's quorum fetch timeout)
     hw_stall_responses: int = 3  # high watermark unchanged in this many answers in a row
     transaction_s: float = 60.0  # a transaction open longer (Kafka's transaction.timeout.ms)
+    join_storm: int = 10  # JoinGroup requests for one group within error_window_s: a storm
     max_per_kind: int = 50  # findings of one id kept before the rest are summed up
 
     @classmethod
@@ -180,13 +181,16 @@ def _cap_per_kind(found: list[Finding], limit: int) -> list[Finding]:
 
 @dataclass(frozen=True, slots=True)
 class ErrorEvent:
+    """A fact found in a body: an error code, a throttle time or a request's group id."""
+
+    kind: str  # "error", "throttle", "group"
     time: float
     message: int
     stream: int
     api: str
     error: str
     client_id: str
-    topic: str
+    topic: str  # the topic the error sits under; for a group id, the group
 
 
 class Evidence:
@@ -217,25 +221,38 @@ class Evidence:
         return exchange_rows(self.capture.message_list)
 
     @cached_property
-    def body_facts(self) -> tuple[list[ErrorEvent], dict[int, list[str]]]:
-        """Error codes in responses and malformed-data notes, from one pass over every tree."""
-        errors: list[ErrorEvent] = []
-        malformed: dict[int, list[str]] = {}
+    def body_facts(self) -> BodyFacts:
+        """Facts from one pass over every message's tree (see `BodyFacts`)."""
+        facts = BodyFacts()
         for message in self.capture.message_list:
             tree = message.tree(keep=False)
             if self._on_tree is not None:
                 self._on_tree(message, tree)
             request = message.pair
-            client_id = "" if message.is_request or request is None else request.client_id or ""
+            client_id = message.client_id if message.is_request else (
+                None if request is None else request.client_id)
             problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
-            for found in _walk_body(message, tree, client_id):
-                if isinstance(found, ErrorEvent):
-                    errors.append(found)
-                elif int(found.severity) >= _ERROR_NOTE:
-                    problems.append(found.message)
+            for found in _walk_body(message, tree, client_id or ""):
+                if isinstance(found, Note):
+                    if int(found.severity) >= _ERROR_NOTE:
+                        problems.append(found.message)
+                elif found.kind == "error":
+                    facts.errors.append(found)
+                elif found.kind == "throttle":
+                    facts.throttles.append(found)
+                else:
+                    facts.group_ids[message.number] = found.topic
             if problems:
-                malformed[message.number] = sorted(set(problems))
-        return errors, malformed
+                facts.malformed[message.number] = sorted(set(problems))
+        return facts
+
+
+@dataclass(slots=True)
+class BodyFacts:
+    errors: list[ErrorEvent] = field(default_factory=list)  # non-zero ErrorCodes in responses
+    throttles: list[ErrorEvent] = field(default_factory=list)  # ThrottleTimeMs > 0 (`error`: ms)
+    malformed: dict[int, list[str]] = field(default_factory=dict)  # number -> problems
+    group_ids: dict[int, str] = field(default_factory=dict)  # request number -> its GroupId
 
 
 def exchange_rows(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -260,28 +277,37 @@ _ERROR_NOTE = 3  # kdissect.notes.Severity.ERROR: the bytes contradict the proto
 
 
 def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[ErrorEvent | Note]:
-    """In one walk: every note of the tree, and (in a response) every non-zero ErrorCode
-    with the topic it sits under."""
+    """In one walk: every note of the tree; in a response every non-zero ErrorCode (with
+    the topic it sits under) and a throttle time; in a request its GroupId."""
     response = not message.is_request
+
+    def event(kind: str, value: str, topic: str) -> ErrorEvent:
+        return ErrorEvent(kind, message.time, message.number, message.frame.connection.index,
+                          message.api_name or "?", value, client_id, topic)
+
     yield from tree.notes
-    stack: list[tuple[Node, str]] = [(tree, "")]
+    stack: list[tuple[Node, str, int]] = [(tree, "", 0)]
     while stack:
-        node, topic = stack.pop()
+        node, topic, depth = stack.pop()
         named = next((c.value for c in node.children if c.name in _TOPIC_FIELDS
                       and isinstance(c.value, str)), None) if response else None
         topic = named if named is not None else topic
         for child in node.children:
             if child.notes:
                 yield from child.notes
-            if (response and child.name == "ErrorCode" and isinstance(child.value, int)
-                    and child.value != 0):
-                yield ErrorEvent(message.time, message.number, message.frame.connection.index,
-                                 message.api_name or "?", error_name(child.value), client_id,
-                                 topic)
-            elif child.children:
-                stack.append((child, topic))
+            value = child.value
+            if child.children:
+                stack.append((child, topic, depth + 1))
+            elif depth == 1 and child.name in _BODY_FACTS and (response or child.name == "GroupId"):
+                if child.name == "GroupId" and isinstance(value, str):
+                    yield event("group", "", value)
+                elif child.name == "ThrottleTimeMs" and isinstance(value, int) and value > 0:
+                    yield event("throttle", str(value), "")
+            if response and child.name == "ErrorCode" and isinstance(value, int) and value != 0:
+                yield event("error", error_name(value), topic)
 
 
+_BODY_FACTS = frozenset({"ThrottleTimeMs", "GroupId"})  # read at the top of a body only
 _TOPIC_FIELDS = frozenset({"Name", "TopicName", "Topic"})
 
 
@@ -405,7 +431,7 @@ def capture_problems(evidence: Evidence) -> Iterator[Finding]:
 
 @detector("traffic.malformed")
 def malformed(evidence: Evidence) -> Iterator[Finding]:
-    _, broken = evidence.body_facts
+    broken = evidence.body_facts.malformed
     if not broken:
         return
     found = [{"number": n, "time": evidence.capture.message(n).time,
@@ -446,8 +472,7 @@ def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
 def error_bursts(evidence: Evidence) -> Iterator[Finding]:
     """Error codes by API, client and topic: a burst is medium, a few are low."""
     limits = evidence.thresholds
-    errors, _ = evidence.body_facts
-    items = [dataclasses.asdict(e) for e in errors]
+    items = [dataclasses.asdict(e) for e in evidence.body_facts.errors]
     for (api, error, client, topic), group in grouped(items, "api", "error", "client_id",
                                                        "topic").items():
         burst = _densest(group, limits.error_window_s)
@@ -462,6 +487,41 @@ def error_bursts(evidence: Evidence) -> Iterator[Finding]:
             yield _finding("traffic.errors", Severity.LOW,
                            f"{len(group)} {error} error(s) in {api} answers{who}{where}", group,
                            evidence.streams, api=api, error=error, client_id=client, topic=topic)
+
+
+@detector("traffic.throttle")
+def throttling(evidence: Evidence) -> Iterator[Finding]:
+    """Answers asking the client to back off (ThrottleTimeMs > 0), by API and client."""
+    items = [dataclasses.asdict(e) for e in evidence.body_facts.throttles]
+    for (api, client), group in grouped(items, "api", "client_id").items():
+        worst = max(int(r["error"]) for r in group)
+        who = f" to client {printable(client)}" if client else ""
+        yield _finding("traffic.throttled", Severity.MEDIUM,
+                       f"{len(group)} throttled {api} answer(s){who}, up to {worst} ms", group,
+                       evidence.streams, api=api, client_id=client, worst_ms=worst)
+
+
+JOIN_GROUP = 11
+
+
+@detector("groups.join_storm")
+def join_group_storms(evidence: Evidence) -> Iterator[Finding]:
+    """Many JoinGroup requests for one group in a short time: a rebalance storm. Read from
+    the headers, so it works before JoinGroup bodies are decoded (the group is then '?')."""
+    limits = evidence.thresholds
+    groups = evidence.body_facts.group_ids
+    joins = [{"time": m.time, "message": m.number, "client": m.client_id or "",
+              "group": groups.get(m.number, "?")}
+             for m in evidence.capture.message_list if m.is_request and m.api_key == JOIN_GROUP]
+    for (group,), items in grouped(joins, "group").items():
+        burst = _densest(items, limits.error_window_s)
+        if len(burst) < limits.join_storm:
+            continue
+        clients = sorted({r["client"] for r in burst})
+        yield _finding("groups.join_storm", Severity.MEDIUM,
+                       f"group {printable(group)}: {len(burst)} JoinGroup requests from "
+                       f"{len(clients)} client id(s) within {burst[-1]['time'] - burst[0]['time']:.1f} s",
+                       burst, evidence.streams, group=group, clients=clients[:20])
 
 
 def _densest(items: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:

@@ -227,7 +227,7 @@ def _overview(capture: Capture, found: list[Finding], packets: PacketData,
         ("brokers", escape(", ".join(servers[:50])) or "-"),
     ]
     fact_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
-    errors, _ = evidence.body_facts
+    errors = evidence.body_facts.errors
     return (f"<section id='overview' class='tab'><h2>Overview</h2><table class='facts'>{fact_rows}"
             f"</table><h3>APIs</h3>{_api_table(messages, exchanges, errors)}"
             f"<h3>Clients</h3>{_client_table(exchanges)}"
