@@ -612,12 +612,21 @@ def quorum_voter_lag(evidence: Evidence) -> Iterator[Finding]:
 
 @detector("quorum.fetch")
 def quorum_stale_fetchers(evidence: Evidence) -> Iterator[Finding]:
-    """Replicas whose last fetch is older than the threshold at the time of the answer."""
+    """Replicas whose last fetch is older than the threshold when the leader answered."""
     limit_s = evidence.thresholds.stale_fetch_ms / 1000.0
     replicas = rows(evidence.table("quorum_replicas"), (
-        "time", "message", "topic", "partition", "role", "replica_id", "last_fetch"))
-    followers = [{**r, "since": r["time"] - r["last_fetch"]} for r in replicas
-                 if r["role"] != "leader" and r["last_fetch"] is not None]
+        "time", "message", "topic", "partition", "role", "replica_id", "last_fetch",
+        "last_caught_up"))
+    # "Now" on the leader's clock: the latest time the answer mentions (the leader's own
+    # caught-up time is its clock at the answer), so clock skew between the broker and the
+    # capturing host does not make fetchers look stale; the capture time when none is given.
+    leader_now: dict[int, float] = {}
+    for r in replicas:
+        for stamp in (r["last_fetch"], r["last_caught_up"]):
+            if stamp is not None:
+                leader_now[r["message"]] = max(leader_now.get(r["message"], stamp), stamp)
+    followers = [{**r, "since": leader_now.get(r["message"], r["time"]) - r["last_fetch"]}
+                 for r in replicas if r["role"] != "leader" and r["last_fetch"] is not None]
     for (topic, partition, replica, role), series in grouped(
             followers, "topic", "partition", "replica_id", "role").items():
         for run in episodes(series, lambda r: r["since"] > limit_s):

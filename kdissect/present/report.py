@@ -287,7 +287,8 @@ def _findings_section(found: list[Finding], base: float) -> str:
 
 def _charts_section(capture: Capture, found: list[Finding], evidence: findings_module.Evidence,
                     base: float) -> str:
-    charts = [_latency_chart(evidence.exchanges, base), _error_chart(found, capture, base),
+    charts = [_latency_chart(evidence.exchanges, base),
+              _error_chart(evidence.body_facts.errors, base),
               _lag_chart(capture, found, base), _sequence_chart(capture, found, base),
               _transaction_chart(capture, base)]
     messages = capture.message_list
@@ -306,18 +307,15 @@ def _latency_chart(found: list[dict[str, Any]], base: float) -> Chart | None:
     return Chart("Latency over time by API", "latency ms (log)", series, log_y=True)
 
 
-def _error_chart(found: list[Finding], capture: Capture, base: float) -> Chart | None:
-    errors = [f for f in found if f.id in ("traffic.errors", "traffic.error_burst")]
-    events = sorted(((f.details.get("error", "?"), n) for f in errors for n in f.messages),
-                    key=lambda item: item[1])
-    if not events:
+def _error_chart(errors: list[findings_module.ErrorEvent], base: float) -> Chart | None:
+    if not errors:
         return None
     by_error: dict[str, list[tuple[float, float]]] = {}
-    for error, number in events:
-        points = by_error.setdefault(str(error), [])
-        points.append((capture.message(number).time - base, len(points) + 1))
-    return Chart("Errors over time (answers carrying each error, cumulative)", "answers",
-                 [Series(name, points, "step") for name, points in by_error.items()])
+    for event in sorted(errors, key=lambda e: e.time):
+        points = by_error.setdefault(f"{event.error} ({event.api})", [])
+        points.append((event.time - base, len(points) + 1))
+    return Chart("Error codes over time (cumulative, by error and API)", "error codes",
+                 [Series(name, points, "step") for name, points in list(by_error.items())[:10]])
 
 
 def _lag_chart(capture: Capture, found: list[Finding], base: float) -> Chart | None:
