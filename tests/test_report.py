@@ -142,3 +142,14 @@ def test_report_command_writes_the_page(tmp_path):
     assert run("report", str(CAPTURES / "quorum_story.pcap")).returncode == 2  # no -o
     unwritable = run("report", str(CAPTURES / "quorum_story.pcap"), "-o", str(tmp_path))
     assert unwritable.returncode == 2 and "kdissect:" in unwritable.stderr
+
+
+def test_every_third_party_capture_makes_a_page_whose_data_parses(public_captures):
+    for path in sorted(public_captures.glob("*.pcap*")):
+        capture = kdissect.read_pcap(path)
+        page = build_report(capture)
+        data = json.loads(page_json(page, "kd-data"))
+        assert data["columns"]["n"] == [m.number for m in capture.message_list], path.name
+        for line in filter(None, page_json(page, "kd-details").split("\n")):
+            encoded, _ = json.loads(line)
+            assert base64.b64decode(encoded)

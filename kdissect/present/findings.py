@@ -183,7 +183,7 @@ def _cap_per_kind(found: list[Finding], limit: int) -> list[Finding]:
 class ErrorEvent:
     """A fact found in a body: an error code, a throttle time or a request's group id."""
 
-    kind: str  # "error", "throttle", "group"
+    kind: str  # "error", "throttle", "group", "wait"
     time: float
     message: int
     stream: int
@@ -240,6 +240,8 @@ class Evidence:
                     facts.errors.append(found)
                 elif found.kind == "throttle":
                     facts.throttles.append(found)
+                elif found.kind == "wait":
+                    facts.max_wait_ms[message.number] = int(found.error)
                 else:
                     facts.group_ids[message.number] = found.topic
             if problems:
@@ -253,6 +255,7 @@ class BodyFacts:
     throttles: list[ErrorEvent] = field(default_factory=list)  # ThrottleTimeMs > 0 (`error`: ms)
     malformed: dict[int, list[str]] = field(default_factory=dict)  # number -> problems
     group_ids: dict[int, str] = field(default_factory=dict)  # request number -> its GroupId
+    max_wait_ms: dict[int, int] = field(default_factory=dict)  # request number -> MaxWaitMs
 
 
 def exchange_rows(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -298,16 +301,19 @@ def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[ErrorEv
             value = child.value
             if child.children:
                 stack.append((child, topic, depth + 1))
-            elif depth == 1 and child.name in _BODY_FACTS and (response or child.name == "GroupId"):
+            elif depth == 1 and child.name in _BODY_FACTS and (response != (child.name in _ASKED)):
                 if child.name == "GroupId" and isinstance(value, str):
                     yield event("group", "", value)
+                elif child.name == "MaxWaitMs" and isinstance(value, int):
+                    yield event("wait", str(value), "")
                 elif child.name == "ThrottleTimeMs" and isinstance(value, int) and value > 0:
                     yield event("throttle", str(value), "")
             if response and child.name == "ErrorCode" and isinstance(value, int) and value != 0:
                 yield event("error", error_name(value), topic)
 
 
-_BODY_FACTS = frozenset({"ThrottleTimeMs", "GroupId"})  # read at the top of a body only
+_BODY_FACTS = frozenset({"ThrottleTimeMs", "GroupId", "MaxWaitMs"})  # top of a body only
+_ASKED = frozenset({"GroupId", "MaxWaitMs"})  # read in requests; the rest in responses
 _TOPIC_FIELDS = frozenset({"Name", "TopicName", "Topic"})
 
 
@@ -447,9 +453,13 @@ def malformed(evidence: Evidence) -> Iterator[Finding]:
 
 @detector("traffic.slow")
 def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
-    """Exchanges slower than the absolute threshold, or far slower than their API usually is."""
+    """Exchanges slower than the absolute threshold, or far slower than their API usually is.
+    A request that asks the broker to wait (Fetch's MaxWaitMs, once its body is decoded)
+    is judged on the time beyond that wait."""
     limits = evidence.thresholds
-    found = evidence.exchanges
+    waits = evidence.body_facts.max_wait_ms  # long polls (Fetch) may wait this long by design
+    found = [{**r, "latency_ms": r["latency_ms"] - max(waits.get(r["request"], 0), 0)}
+             for r in evidence.exchanges]
     for (api,), items in grouped(found, "api_name").items():
         ordered = sorted(r["latency_ms"] for r in items)
         median = ordered[len(ordered) // 2]
