@@ -221,3 +221,14 @@ def test_a_large_report_stays_responsive(browser, tmp_path, shots):
     print(f"\n{len(capture)} messages: page open {opened:.1f} s, scroll {scroll:.0f} ms, "
           f"select {select:.0f} ms, filter {search:.0f} ms")
     assert scroll < 250 and select < 1000 and search < 3000
+
+
+def test_a_capture_without_kafka_makes_a_page_without_errors(browser, tmp_path, shots):
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
+    _, path = write_report(empty, tmp_path / "empty.html")
+    page = Page(browser, path, shots)
+    assert "No findings." in page.page.locator("#findings").inner_text()
+    page.page.click("nav a[data-tab=packets]")
+    assert page.page.locator("#kd-count").inner_text() == "0 messages"
+    page.close()
