@@ -180,15 +180,15 @@ def _cap_per_kind(found: list[Finding], limit: int) -> list[Finding]:
 
 
 @dataclass(frozen=True, slots=True)
-class ErrorEvent:
-    """A fact found in a body: an error code, a throttle time or a request's group id."""
+class BodyFact:
+    """A fact found in a body: an error code, a throttle or wait time, a request's group id."""
 
     kind: str  # "error", "throttle", "group", "wait"
     time: float
     message: int
     stream: int
     api: str
-    error: str
+    value: str  # the error's name, the throttle milliseconds, the wait milliseconds
     client_id: str
     topic: str  # the topic the error sits under; for a group id, the group
 
@@ -241,7 +241,7 @@ class Evidence:
                 elif found.kind == "throttle":
                     facts.throttles.append(found)
                 elif found.kind == "wait":
-                    facts.max_wait_ms[message.number] = int(found.error)
+                    facts.max_wait_ms[message.number] = int(found.value)
                 else:
                     facts.group_ids[message.number] = found.topic
             if problems:
@@ -251,8 +251,8 @@ class Evidence:
 
 @dataclass(slots=True)
 class BodyFacts:
-    errors: list[ErrorEvent] = field(default_factory=list)  # non-zero ErrorCodes in responses
-    throttles: list[ErrorEvent] = field(default_factory=list)  # ThrottleTimeMs > 0 (`error`: ms)
+    errors: list[BodyFact] = field(default_factory=list)  # non-zero ErrorCodes in responses
+    throttles: list[BodyFact] = field(default_factory=list)  # ThrottleTimeMs > 0 (`value`: ms)
     malformed: dict[int, list[str]] = field(default_factory=dict)  # number -> problems
     group_ids: dict[int, str] = field(default_factory=dict)  # request number -> its GroupId
     max_wait_ms: dict[int, int] = field(default_factory=dict)  # request number -> MaxWaitMs
@@ -279,13 +279,13 @@ def exchange_rows(messages: Iterable[Message]) -> list[dict[str, Any]]:
 _ERROR_NOTE = 3  # kdissect.notes.Severity.ERROR: the bytes contradict the protocol
 
 
-def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[ErrorEvent | Note]:
+def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[BodyFact | Note]:
     """In one walk: every note of the tree; in a response every non-zero ErrorCode (with
     the topic it sits under) and a throttle time; in a request its GroupId."""
     response = not message.is_request
 
-    def event(kind: str, value: str, topic: str) -> ErrorEvent:
-        return ErrorEvent(kind, message.time, message.number, message.frame.connection.index,
+    def event(kind: str, value: str, topic: str) -> BodyFact:
+        return BodyFact(kind, message.time, message.number, message.frame.connection.index,
                           message.api_name or "?", value, client_id, topic)
 
     yield from tree.notes
@@ -483,7 +483,7 @@ def error_bursts(evidence: Evidence) -> Iterator[Finding]:
     """Error codes by API, client and topic: a burst is medium, a few are low."""
     limits = evidence.thresholds
     items = [dataclasses.asdict(e) for e in evidence.body_facts.errors]
-    for (api, error, client, topic), group in grouped(items, "api", "error", "client_id",
+    for (api, error, client, topic), group in grouped(items, "api", "value", "client_id",
                                                        "topic").items():
         burst = _densest(group, limits.error_window_s)
         where = f" on {printable(topic)}" if topic else ""
@@ -504,7 +504,7 @@ def throttling(evidence: Evidence) -> Iterator[Finding]:
     """Answers asking the client to back off (ThrottleTimeMs > 0), by API and client."""
     items = [dataclasses.asdict(e) for e in evidence.body_facts.throttles]
     for (api, client), group in grouped(items, "api", "client_id").items():
-        worst = max(int(r["error"]) for r in group)
+        worst = max(int(r["value"]) for r in group)
         who = f" to client {printable(client)}" if client else ""
         yield _finding("traffic.throttled", Severity.MEDIUM,
                        f"{len(group)} throttled {api} answer(s){who}, up to {worst} ms", group,

@@ -236,7 +236,7 @@ def _overview(capture: Capture, found: list[Finding], packets: PacketData,
 
 
 def _api_table(messages: list[Message], exchanges: list[dict[str, Any]],
-               errors: list[findings_module.ErrorEvent]) -> str:
+               errors: list[findings_module.BodyFact]) -> str:
     requests: dict[str, int] = {}
     for message in messages:
         if message.is_request:
@@ -307,12 +307,12 @@ def _latency_chart(found: list[dict[str, Any]], base: float) -> Chart | None:
     return Chart("Latency over time by API", "latency ms (log)", series, log_y=True)
 
 
-def _error_chart(errors: list[findings_module.ErrorEvent], base: float) -> Chart | None:
+def _error_chart(errors: list[findings_module.BodyFact], base: float) -> Chart | None:
     if not errors:
         return None
     by_error: dict[str, list[tuple[float, float]]] = {}
     for event in sorted(errors, key=lambda e: e.time):
-        points = by_error.setdefault(f"{event.error} ({event.api})", [])
+        points = by_error.setdefault(f"{event.value} ({event.api})", [])
         points.append((event.time - base, len(points) + 1))
     return Chart("Error codes over time (cumulative, by error and API)", "error codes",
                  [Series(name, points, "step") for name, points in list(by_error.items())[:10]])
