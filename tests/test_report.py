@@ -153,3 +153,16 @@ def test_every_third_party_capture_makes_a_page_whose_data_parses(public_capture
         for line in filter(None, page_json(page, "kd-details").split("\n")):
             encoded, _ = json.loads(line)
             assert base64.b64decode(encoded)
+
+
+def test_chart_labels_are_escaped_and_large_series_thinned():
+    from kdissect.present.svgplot import MAX_POINTS, Chart, Marker, Series, render, thin
+
+    points = [(i / 10, float(i % 97)) for i in range(50_000)]
+    svg = render(Chart(HOSTILE_TOPIC, "y", [Series(HOSTILE_CLIENT, points)],
+                       [Marker(3.0, HOSTILE_MESSAGE)]))
+    assert HOSTILE_TOPIC not in svg and HOSTILE_CLIENT[:28] not in svg
+    assert HOSTILE_MESSAGE not in svg and html.escape(HOSTILE_MESSAGE) in svg
+    kept = thin(points, 600)
+    assert len(kept) <= 2 * 600 < MAX_POINTS
+    assert max(y for _, y in kept) == 96.0 and min(y for _, y in kept) == 0.0
