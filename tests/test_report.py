@@ -166,3 +166,13 @@ def test_chart_labels_are_escaped_and_large_series_thinned():
     kept = thin(points, 600)
     assert len(kept) <= 2 * 600 < MAX_POINTS
     assert max(y for _, y in kept) == 96.0 and min(y for _, y in kept) == 0.0
+
+
+def test_the_detail_budget_bounds_what_the_page_embeds(tmp_path):
+    out = tmp_path / "small.html"
+    done = run("report", str(CAPTURES / "incident.pcap"), "-o", str(out), "--detail-mb", "0.01")
+    assert done.returncode == 0, done.stderr
+    lines = page_json(out.read_text(), "kd-details").split("\n")
+    embedded = [base64.b64decode(json.loads(line)[0]) for line in lines if line]
+    assert 0 < len(embedded) < len(lines) and sum(map(len, embedded)) <= 0.01 * 2**20
+    assert all(lines[: len(embedded)])  # the earliest messages first

@@ -232,3 +232,18 @@ def test_a_capture_without_kafka_makes_a_page_without_errors(browser, tmp_path, 
     page.page.click("nav a[data-tab=packets]")
     assert page.page.locator("#kd-count").inner_text() == "0 messages"
     page.close()
+
+
+def test_a_message_beyond_the_page_budget_says_how_to_see_it(browser, tmp_path, shots):
+    capture, path = write_report(CAPTURES / "incident.pcap", tmp_path / "small.html",
+                                 detail_budget=2048)
+    page = Page(browser, path, shots)
+    page.page.goto(path.resolve().as_uri() + "#m197")
+    assert page.selected_number() == 197
+    hint = page.page.locator("#kd-tree .hint").inner_text()
+    assert "kdissect -V -x -Y 'number == 197' incident.pcap" in hint
+    assert page.page.locator("#kd-hex .b").count() == 0
+    page.page.evaluate("location.hash = '#m1'")
+    page.page.locator("#kd-list .row.selected[data-number='1']").wait_for()
+    assert page.page.locator("#kd-hex .b").count() == len(capture.message(1).frame.data)
+    page.close()

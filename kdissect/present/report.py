@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from kdissect.present.analysis import Capture
 
 DETAIL_MAX_FRAME = 64 * 1024  # largest message whose tree and bytes go into the page
-DETAIL_BUDGET = 32 * 1024 * 1024  # frame bytes of all the messages with details, at most
+DETAIL_BUDGET = 16 * 1024 * 1024  # frame bytes of all the messages with details, at most
 
 
 # -- the data the page's script reads ----------------------------------------------------
@@ -389,13 +389,17 @@ def report_main(argv: list[str]) -> int:
         "overview, findings, charts and a three-pane packet browser.")
     parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture")
     parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the page to write")
+    parser.add_argument("--detail-mb", type=float, default=DETAIL_BUDGET / 2**20, metavar="MB",
+                        help="frame megabytes whose trees and bytes go into the page, the "
+                        f"earliest messages first (default {DETAIL_BUDGET // 2**20}); the rest "
+                        "are listed only")
     _common_options(parser)
     args = parser.parse_args(argv)
     capture, thresholds = _load(parser, args)
     if capture is None:
         return 2
     started = time.monotonic()
-    page = build_report(capture, thresholds)
+    page = build_report(capture, thresholds, detail_budget=int(max(args.detail_mb, 0) * 2**20))
     try:
         with open(args.output, "w", encoding="utf-8") as out:
             out.write(page)
