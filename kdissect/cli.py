@@ -38,6 +38,8 @@ examples:
   kdissect --top 10 capture.pcap             the ten slowest exchanges
   kdissect --export out/ --format parquet capture.pcap
   tcpdump -i any -U -w - port 9092 | kdissect -     live, streaming
+  kdissect --findings capture.pcap           what went wrong, ranked (-T jsonl for tools)
+  kdissect report capture.pcap -o out.html   one self-contained page: findings, charts, packets
 
 display filters (-Y), Wireshark's syntax:
   fields     message columns: number frame time stream src dst direction api_key
@@ -176,6 +178,11 @@ def _api_list(text: str) -> frozenset[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"] or "--findings" in argv:  # parsed by the report module itself
+        from kdissect.present.report import command
+
+        return command(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     _definitions(parser, args)

@@ -2,6 +2,7 @@
 
     python -m tools.record_peer producers captures/producers_story.pcap --port 9092
     python -m tools.record_peer quorum captures/quorum_story.pcap --port 9092
+    python -m tools.record_peer incident captures/incident.pcap --port 9092
 
 Writes the capture and, next to it, a sidecar JSON (same name, ``.json``) with
 every exchange in order: correlation id, API version, the request as kio read it
@@ -25,17 +26,30 @@ from kafka.errors import KafkaError
 
 from tools.recording import LOOPBACK, Tcpdump
 from tools.scripted_peer import ScriptedPeer
-from tools.stories import NODE_ID, PeerStory, ProducersStory, QuorumStory
+from tools.stories import (
+    INCIDENT_ROUNDS,
+    INCIDENT_TOPICS,
+    NODE_ID,
+    IncidentStory,
+    PeerStory,
+    ProducersStory,
+    QuorumStory,
+)
 
 CLIENT_ID = "kdissect-story"
 PRODUCER_CALLS = 14
 QUORUM_PHASES = ((0, 2), (1, 2), (2, 12))  # (highest DescribeQuorum version advertised, calls)
+INCIDENT_PAUSE = 2.6  # seconds between rounds: the incident lasts about 80 s
 ABOUT = {
     "producers": "kafka-python's admin client calls describe_producers on a scripted peer "
                  "whose DescribeProducers v0 answers (encoded by kio) tell a story over time",
     "quorum": "kafka-python's admin client calls describe_metadata_quorum on a scripted peer "
               "whose DescribeQuorum answers (encoded by kio) tell a story over time; the peer "
               "advertises v0, then v1, then v2 on three successive client connections",
+    "incident": "kafka-python's admin client calls describe_metadata_quorum, describe_producers "
+                "and describe_topic_partitions once a round on a scripted peer whose answers "
+                "(encoded by kio) tell of a cluster incident: quorum, producers and partitions "
+                "going wrong; one answer is late and the last is never sent",
 }
 
 
@@ -88,9 +102,24 @@ def drive_quorum(bootstrap: str, story: PeerStory) -> None:
             admin.close()
 
 
+def drive_incident(bootstrap: str, story: PeerStory, pause_seconds: float = INCIDENT_PAUSE) -> None:
+    partitions = [TopicPartition(topic, index)
+                  for topic, count in INCIDENT_TOPICS.items() for index in range(count)]
+    admin = admin_client(bootstrap)
+    try:
+        for _ in range(INCIDENT_ROUNDS):
+            time.sleep(pause_seconds)
+            attempt(admin.describe_metadata_quorum)
+            attempt(lambda: admin.describe_producers(partitions, broker_id=NODE_ID))
+            attempt(lambda: admin.describe_topic_partitions(list(INCIDENT_TOPICS)))
+    finally:
+        admin.close()
+
+
 STORIES: dict[str, tuple[Callable[[], PeerStory], Callable[[str, PeerStory], None]]] = {
     "producers": (ProducersStory, drive_producers),
     "quorum": (QuorumStory, drive_quorum),
+    "incident": (IncidentStory, drive_incident),
 }
 
 
@@ -115,11 +144,12 @@ def record(story_name: str, output: Path, port: int = 0) -> dict[str, Any]:
 
 def story_sidecar(story_name: str, output: Path, story: PeerStory, port: int,
                   exchanges: list[dict[str, Any]]) -> dict[str, Any]:
-    step = 0
+    served = getattr(story, "served_apis", (story.served_api,))
+    steps = dict.fromkeys(served, 0)  # each served API counts its own steps (incident: rounds)
     for exchange in exchanges:
-        if exchange["api_key"] == story.served_api:
-            exchange["step"] = step
-            step += 1
+        if exchange["api_key"] in steps:
+            exchange["step"] = steps[exchange["api_key"]]
+            steps[exchange["api_key"]] += 1
     return {
         "format": "kdissect-story/1",
         "capture": output.name,

@@ -1,0 +1,484 @@
+"""`kdissect report capture.pcap -o report.html`: one self-contained page of what went wrong.
+
+The page needs nothing but a browser: every script, style and chart is inline,
+and a Content-Security-Policy forbids any other script and any network access.
+It holds an overview (time span, brokers, clients, APIs with latency
+percentiles), the findings ranked by severity with links to their messages,
+SVG charts, and a packet browser in Wireshark's three panes (a virtualised
+message list, the field tree, the hex bytes, selections linked both ways).
+
+Messages, trees and bytes travel as JSON inside `<script type="application/json">`
+elements, with `<`, `>` and `&` escaped so no string from the wire can end the
+element; the page's script only ever sets `textContent`. Trees and bytes are
+embedded for messages up to a size and within a total budget; the rest are
+listed with a note saying how to see them on the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import gc
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from html import escape
+from importlib import resources
+from typing import IO, TYPE_CHECKING, Any
+
+from kdissect.decode.tree import Node, printable
+from kdissect.ingest.net import format_address
+from kdissect.present import findings as findings_module
+from kdissect.present.findings import Finding, Severity, Thresholds
+from kdissect.present.svgplot import Chart, Marker, Series, render
+
+if TYPE_CHECKING:
+
+    from kdissect.pair.message import Message
+    from kdissect.present.analysis import Capture
+
+DETAIL_MAX_FRAME = 64 * 1024  # largest message whose tree and bytes go into the page
+DETAIL_BUDGET = 16 * 1024 * 1024  # frame bytes of all the messages with details, at most
+
+
+# -- the data the page's script reads ----------------------------------------------------
+
+
+class Strings:
+    """A string table: each distinct string once, referred to by its index."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def __call__(self, text: str | None) -> int:
+        if text is None:
+            return -1
+        found = self.index.get(text)
+        if found is None:
+            found = self.index[text] = len(self.index)
+        return found
+
+    def table(self) -> list[str]:
+        return list(self.index)
+
+
+def compact_tree(root: Node, strings: Strings) -> list[Any]:
+    """[name, type, display, offset, size, about, children, generated, notes]; names, types
+    and descriptions as string-table indexes; trailing empty parts left out."""
+    index = strings.index
+    intern = index.setdefault  # one C call per string: this runs for every node of the page
+
+    def walk(node: Node) -> list[Any]:
+        item = [intern(node.name, len(index)), intern(node.type, len(index)), node.display,
+                node.offset, node.size, intern(node.about, len(index))]
+        if node.children or node.generated or node.notes:
+            item.append([walk(child) for child in node.children])
+            if node.generated or node.notes:
+                item.append(1 if node.generated else 0)
+                item.append([str(note) for note in node.notes])
+        return item
+
+    return walk(root)
+
+
+@dataclass(slots=True)
+class PacketData:
+    """Column-wise message list plus one detail line per message (empty when not embedded)."""
+
+    strings: Strings = field(default_factory=Strings)
+    columns: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in "ntsdpcilkwx"})
+    details: dict[int, str] = field(default_factory=dict)
+    detail_bytes: int = 0
+    base_time: float = 0.0
+    budget: int = DETAIL_BUDGET
+    addresses: dict[int, tuple[int, int]] = field(default_factory=dict)  # per connection
+
+    def add_detail(self, message: Message, tree: Node) -> None:
+        data = message.frame.data
+        if len(data) > DETAIL_MAX_FRAME or self.detail_bytes + len(data) > self.budget:
+            return
+        self.detail_bytes += len(data)
+        self.details[message.number] = json.dumps(
+            [base64.b64encode(data).decode("ascii"), compact_tree(tree, self.strings)],
+            ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+    def add_row(self, message: Message) -> None:
+        columns, strings = self.columns, self.strings
+        connection = message.frame.connection
+        ends = self.addresses.get(connection.index)
+        if ends is None:
+            ends = self.addresses[connection.index] = (
+                strings(format_address(connection.client)), strings(format_address(connection.server)))
+        src, dst = ends if message.is_request else (ends[1], ends[0])
+        notes = message.all_notes() if message.notes or message.frame.notes else ()
+        latency = message.latency
+        kind = "Request" if message.is_request else "Response"
+        label = f"{message.api_name} v{message.api_version}" if message.api_key is not None \
+            else "(unknown API)"
+        for name, value in (
+            ("n", message.number), ("t", round(message.time - self.base_time, 6)),
+            ("s", src), ("d", dst), ("p", strings(f"{label} {kind}")),
+            ("c", message.correlation_id), ("i", strings(message.client_id)),
+            ("l", None if latency is None else round(latency * 1000.0, 3)),
+            ("k", strings("; ".join(n.message for n in notes)) if notes else -1),
+            ("w", max((int(n.severity) for n in notes), default=-1)),
+            ("x", 1 if message.number in self.details else 0),
+        ):
+            columns[name].append(value)
+
+    def detail_lines(self) -> str:
+        return "\n".join(self.details.get(n, "") for n in self.columns["n"])
+
+
+def script_json(value: Any) -> str:
+    """JSON safe inside a `<script type="application/json">` element."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=True,
+                                                           separators=(",", ":"), allow_nan=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+# -- building the page --------------------------------------------------------------------
+
+
+def build_report(capture: Capture, thresholds: Thresholds | None = None,
+                 detail_budget: int = DETAIL_BUDGET) -> str:
+    """The whole page as one string; trees and bytes of messages up to `detail_budget`
+    frame bytes in all."""
+    collecting = gc.isenabled()
+    gc.disable()  # a pass that makes millions of acyclic lists: no cycles to collect
+    try:
+        return _build(capture, thresholds, detail_budget)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) -> str:
+    packets = PacketData(budget=detail_budget)
+    evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail)
+    found = findings_module.run_detectors(evidence)
+    if capture.message_list:
+        packets.base_time = capture.message_list[0].time
+    for message in capture.message_list:
+        packets.add_row(message)
+    page_data = {"strings": packets.strings.table(), "columns": packets.columns,
+                 "base": packets.base_time, "source": os.path.basename(capture.source)}
+    sections = [
+        _overview(capture, found, packets, evidence),
+        _findings_section(found, packets.base_time),
+        _charts_section(capture, found, evidence, packets.base_time),
+        _packets_section(),
+    ]
+    return _page(capture, "".join(sections), page_data, packets.detail_lines())
+
+
+def _asset(name: str) -> str:
+    return resources.files("kdissect.present").joinpath("report_assets", name).read_text("utf-8")
+
+
+def _page(capture: Capture, body: str, page_data: dict[str, Any], details: str) -> str:
+    script = _asset("report.js")
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    policy = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
+              "img-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
+    title = f"kdissect report: {printable(os.path.basename(capture.source) or 'capture')}"
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{policy}\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{escape(title)}</title><style>{_asset('report.css')}</style></head><body>"
+        f"<header><h1>{escape(title)}</h1><nav>"
+        "<a href='#overview' data-tab='overview'>Overview</a>"
+        "<a href='#findings' data-tab='findings'>Findings</a>"
+        "<a href='#charts' data-tab='charts'>Charts</a>"
+        "<a href='#packets' data-tab='packets'>Packets</a></nav></header>"
+        f"<main>{body}</main>"
+        f"<script type='application/json' id='kd-data'>{script_json(page_data)}</script>"
+        f"<script type='application/json' id='kd-details'>{script_json(details)}</script>"
+        f"<script>{script}</script></body></html>\n"
+    )
+
+
+def _table(headers: list[str], body_rows: list[list[str]], cls: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    lines = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in body_rows)
+    return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>"
+
+
+def _overview(capture: Capture, found: list[Finding], packets: PacketData,
+              evidence: findings_module.Evidence) -> str:
+    messages = capture.message_list
+    exchanges = evidence.exchanges
+    span = (messages[-1].time - messages[0].time) if messages else 0.0
+    start = findings_module.iso_time(messages[0].time) if messages else "-"
+    severities = {s: sum(1 for f in found if f.severity == s) for s in Severity}
+    servers = sorted({format_address(m.frame.connection.server) for m in messages})
+    facts = [
+        ("capture", escape(printable(os.path.basename(capture.source) or "(stream)"))),
+        ("first message", escape(start)),
+        ("time span", f"{span:.3f} s"),
+        ("messages", f"{len(messages)} ({len(packets.details)} with tree and bytes in this page)"),
+        ("findings", ", ".join(f"<span class='sev sev-{s}'>{n} {s}</span>"
+                               for s, n in sorted(severities.items(), reverse=True) if n) or "none"),
+        ("brokers", escape(", ".join(servers[:50])) or "-"),
+    ]
+    fact_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
+    errors = evidence.body_facts.errors
+    return (f"<section id='overview' class='tab'><h2>Overview</h2><table class='facts'>{fact_rows}"
+            f"</table><h3>APIs</h3>{_api_table(messages, exchanges, errors)}"
+            f"<h3>Clients</h3>{_client_table(exchanges)}"
+            + "".join(f"<p class='problem'>{escape(printable(str(p)))}</p>" for p in capture.problems[:20])
+            + "</section>")
+
+
+def _api_table(messages: list[Message], exchanges: list[dict[str, Any]],
+               errors: list[findings_module.BodyFact]) -> str:
+    requests: dict[str, int] = {}
+    for message in messages:
+        if message.is_request:
+            name = message.api_name or "?"
+            requests[name] = requests.get(name, 0) + 1
+    latencies = findings_module.grouped(exchanges, "api_name")
+    error_counts: dict[str, int] = {}
+    for error in errors:
+        error_counts[error.api] = error_counts.get(error.api, 0) + 1
+    body = []
+    for api in sorted(requests):
+        ordered = sorted(r["latency_ms"] for r in latencies.get((api,), []))
+        picks = [ordered[round(q * (len(ordered) - 1))] if ordered else None
+                 for q in (0.5, 0.9, 0.99, 1.0)]
+        body.append([escape(api), str(requests[api]), str(len(ordered)),
+                     str(requests[api] - len(ordered)), str(error_counts.get(api, 0)),
+                     *("-" if p is None else f"{p:.3f}" for p in picks)])
+    return _table(["API", "requests", "answered", "not answered", "error codes",
+                   "p50 ms", "p90 ms", "p99 ms", "max ms"], body, "numbers")
+
+
+def _client_table(exchanges: list[dict[str, Any]]) -> str:
+    groups = findings_module.grouped(exchanges, "client", "client_id")
+    body = [[escape(client), escape(printable(client_id)), str(len(items))]
+            for (client, client_id), items in sorted(groups.items())[:500]]
+    return _table(["client address", "client id", "answered exchanges"], body)
+
+
+def _findings_section(found: list[Finding], base: float) -> str:
+    if not found:
+        return "<section id='findings' class='tab'><h2>Findings</h2><p>No findings.</p></section>"
+    body = []
+    for rank, item in enumerate(found, 1):
+        links = " ".join(f"<a class='msg-link' href='#m{n}'>#{n}</a>" for n in item.messages[:12])
+        if len(item.messages) > 12:
+            links += f" <span class='more'>+{len(item.messages) - 12} more</span>"
+        body.append([str(rank), f"<span class='sev sev-{item.severity}'>{item.severity}</span>",
+                     f"<code>{escape(item.id)}</code>",
+                     f"{item.first_time - base:.3f} s - {item.last_time - base:.3f} s",
+                     str(item.count), escape(item.summary), links])
+    return ("<section id='findings' class='tab'><h2>Findings</h2>"
+            + _table(["#", "severity", "id", "when", "count", "what", "evidence"], body, "findings")
+            + "</section>")
+
+
+# -- charts -----------------------------------------------------------------------------------
+
+
+def _charts_section(capture: Capture, found: list[Finding], evidence: findings_module.Evidence,
+                    base: float) -> str:
+    charts = [_latency_chart(evidence.exchanges, base),
+              _error_chart(evidence.body_facts.errors, base),
+              _lag_chart(capture, found, base), _sequence_chart(capture, found, base),
+              _transaction_chart(capture, base)]
+    messages = capture.message_list
+    span = (0.0, messages[-1].time - base) if messages else None
+    rendered = "".join(f"<figure>{svg}</figure>" for svg in (
+        render(dataclasses.replace(c, x_range=span)) for c in charts if c) if svg)
+    return (f"<section id='charts' class='tab'><h2>Charts</h2>"
+            f"{rendered or '<p>Nothing to chart in this capture.</p>'}</section>")
+
+
+def _latency_chart(found: list[dict[str, Any]], base: float) -> Chart | None:
+    if not found:
+        return None
+    series = [Series(str(api), [(r["time"] - base, r["latency_ms"]) for r in items], "points")
+              for (api,), items in findings_module.grouped(found, "api_name").items()]
+    return Chart("Latency over time by API", "latency ms (log)", series, log_y=True)
+
+
+def _error_chart(errors: list[findings_module.BodyFact], base: float) -> Chart | None:
+    if not errors:
+        return None
+    by_error: dict[str, list[tuple[float, float]]] = {}
+    for event in sorted(errors, key=lambda e: e.time):
+        points = by_error.setdefault(f"{event.value} ({event.api})", [])
+        points.append((event.time - base, len(points) + 1))
+    return Chart("Error codes over time (cumulative, by error and API)", "error codes",
+                 [Series(name, points, "step") for name, points in list(by_error.items())[:10]])
+
+
+def _lag_chart(capture: Capture, found: list[Finding], base: float) -> Chart | None:
+    lags = findings_module.voter_lags(capture)
+    if not lags:
+        return None
+    groups = findings_module.grouped(lags, "topic", "partition", "replica_id")
+    several = len({(topic, partition) for topic, partition, _ in groups}) > 1
+    series = [Series(f"voter {replica}" + (f" {printable(str(topic))}-{partition}" if several else ""),
+                     [(r["time"] - base, r["lag"]) for r in items], "line")
+              for (topic, partition, replica), items in list(groups.items())[:10]]
+    markers = [Marker(f.last_time - base, f"leader {_id(f.details['leader_to'])}, "
+                      f"epoch {f.details['epoch_to']}")
+               for f in found if f.id == "quorum.leader_change" and "leader_to" in f.details]
+    return Chart("Quorum: voter lag (leader's log end offset minus the voter's), leader and epoch",
+                 "offsets behind", series, markers[:30])
+
+
+def _id(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def _sequence_chart(capture: Capture, found: list[Finding], base: float) -> Chart | None:
+    producers = [r for r in findings_module.rows(capture.producers, (
+        "time", "topic", "partition", "producer_id", "last_sequence")) if r["producer_id"] is not None]
+    if not producers:
+        return None
+    groups = findings_module.grouped(producers, "producer_id", "topic", "partition")
+    series = [Series(f"{producer} {printable(str(topic))}-{partition}",
+                     [(r["time"] - base, r["last_sequence"]) for r in items
+                      if r["last_sequence"] is not None], "line")
+              for (producer, topic, partition), items in list(groups.items())[:10]]
+    markers = [Marker(f.last_time - base, f"{f.details['producer_id']}: epoch {f.details['epoch_to']}")
+               for f in found if f.id == "producer.epoch_bump" and "epoch_to" in f.details]
+    return Chart("Producers: last sequence per partition, epoch bumps", "last sequence",
+                 series, markers[:30])
+
+
+def _transaction_chart(capture: Capture, base: float) -> Chart | None:
+    ages = findings_module.transaction_ages(capture)
+    if not ages:
+        return None
+    groups = findings_module.grouped(ages, "producer_id", "topic", "partition")
+    series = [Series(f"{producer} {printable(str(topic))}-{partition}",
+                     [(r["time"] - base, r["age"]) for r in items], "line")
+              for (producer, topic, partition), items in list(groups.items())[:10]]
+    return Chart("Open transactions: seconds seen open (dashed: the threshold)", "seconds open",
+                 series, threshold=Thresholds().transaction_s)
+
+
+def _packets_section() -> str:
+    return (
+        "<section id='packets' class='tab'><h2>Packets</h2>"
+        "<div class='toolbar'><input id='kd-filter' type='search' placeholder='filter: words "
+        "that every shown line contains, e.g. DescribeQuorum response'>"
+        "<span id='kd-count'></span></div>"
+        "<div id='kd-list' class='list' tabindex='0'><div id='kd-spacer'></div></div>"
+        "<div class='panes'><div id='kd-tree' class='tree'><p class='hint'>Select a message.</p>"
+        "</div><div id='kd-hex' class='hex'></div></div></section>"
+    )
+
+
+# -- command line ---------------------------------------------------------------------------
+
+
+def report_main(argv: list[str]) -> int:
+    """`kdissect report FILE -o OUT.html`."""
+    parser = argparse.ArgumentParser(
+        prog="kdissect report",
+        description="Write one self-contained HTML page (no network needed) with the capture's "
+        "overview, findings, charts and a three-pane packet browser.")
+    parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture")
+    parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the page to write")
+    parser.add_argument("--detail-mb", type=float, default=DETAIL_BUDGET / 2**20, metavar="MB",
+                        help="frame megabytes whose trees and bytes go into the page, the "
+                        f"earliest messages first (default {DETAIL_BUDGET // 2**20}); the rest "
+                        "are listed only")
+    _common_options(parser)
+    args = parser.parse_args(argv)
+    capture, thresholds = _load(parser, args)
+    if capture is None:
+        return 2
+    started = time.monotonic()
+    page = build_report(capture, thresholds, detail_budget=int(max(args.detail_mb, 0) * 2**20))
+    try:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(page)
+    except OSError as exc:
+        print(f"kdissect: {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"kdissect: wrote {args.output} ({len(page.encode('utf-8')) // 1024} KiB, "
+          f"{len(capture)} messages, {time.monotonic() - started:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def findings_main(argv: list[str]) -> int:
+    """`kdissect --findings FILE [-T jsonl] [--threshold NAME=VALUE]`."""
+    parser = argparse.ArgumentParser(
+        prog="kdissect --findings",
+        description="What went wrong in the capture, most severe first, with the message "
+        "numbers as evidence.")
+    parser.add_argument("--findings", action="store_true", required=True, help=argparse.SUPPRESS)
+    parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture")
+    parser.add_argument("-T", "--output", choices=("text", "jsonl"), default="text",
+                        help="text (default) or jsonl: one object per finding")
+    _common_options(parser)
+    args = parser.parse_args(argv)
+    capture, thresholds = _load(parser, args)
+    if capture is None:
+        return 2
+    found = findings_module.find(capture, thresholds)
+    write_findings(found, sys.stdout, args.output,
+                   capture.message_list[0].time if capture.message_list else None)
+    return 0
+
+
+def write_findings(found: list[Finding], out: IO[str], output: str, base: float | None) -> None:
+    if output == "jsonl":
+        for item in found:
+            out.write(json.dumps(item.record(), ensure_ascii=True, default=str) + "\n")
+    else:
+        out.write(findings_module.render_text(found, base))
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, action="append", default=[], metavar="N",
+                        help="also treat TCP port N as Kafka (repeatable)")
+    parser.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+                        help="change a detector threshold; defaults: " + Thresholds.describe())
+
+
+def _load(parser: argparse.ArgumentParser, args: argparse.Namespace,
+          ) -> tuple[Capture | None, Thresholds]:
+    from kdissect.ingest.capture import CaptureError
+    from kdissect.present.analysis import read_pcap
+
+    try:
+        thresholds = Thresholds.parse(args.threshold)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not os.path.isfile(args.file):
+        print(f"kdissect: {args.file}: no such capture file", file=sys.stderr)
+        return None, thresholds
+    try:
+        return read_pcap(args.file, ports=args.port), thresholds
+    except (CaptureError, OSError) as exc:
+        print(f"kdissect: {args.file}: {exc}", file=sys.stderr)
+        return None, thresholds
+
+
+def command(argv: list[str]) -> int:
+    """`kdissect report ...` or `kdissect --findings ...`, with the CLI's last line of defence."""
+    try:
+        return report_main(argv[1:]) if argv[:1] == ["report"] else findings_main(argv)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # never a traceback for the user
+        if os.environ.get("KDISSECT_DEBUG"):
+            raise
+        print(f"kdissect: internal error: {type(exc).__name__}: {exc} "
+              "(set KDISSECT_DEBUG=1 for details)", file=sys.stderr)
+        return 1

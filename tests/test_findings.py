@@ -1,0 +1,349 @@
+"""Findings: the incident capture's story is found, at the right times, from what the peer
+encoded (its sidecar); the clean captures hold no high-severity finding; crafted captures
+with lost bytes, TLS and malformed bodies give their traffic findings."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import kdissect
+from kdissect.present import findings as F
+from kdissect.present.findings import Finding, Severity, Thresholds
+from tests.craft import (
+    Conversation,
+    ethernet,
+    kafka_request,
+    metadata_response,
+    records,
+    write_pcap,
+)
+
+CAPTURES = Path(__file__).resolve().parents[1] / "captures"
+
+
+@pytest.fixture(scope="module")
+def incident() -> tuple[Any, list[Finding], dict[str, Any]]:
+    capture = kdissect.read_pcap(CAPTURES / "incident.pcap")
+    sidecar = json.loads((CAPTURES / "incident.json").read_text())
+    return capture, F.find(capture), sidecar
+
+
+def response_of(capture: Any, sidecar: dict[str, Any], api_name: str, step: int) -> int:
+    """The capture's response number for the peer's exchange of `api_name` at `step`,
+    found by the client's port and correlation id the peer logged (not by decoding bodies)."""
+    exchange = next(e for e in sidecar["exchanges"]
+                    if e["api_name"] == api_name and e.get("step") == step)
+    table = capture.exchanges
+    match = table[(table.client == f"127.0.0.1:{exchange['client_port']}")
+                  & (table.correlation_id == exchange["correlation_id"])]
+    assert len(match) == 1
+    return int(match.response.iloc[0])
+
+
+def the(found: list[Finding], kind: str, **details: Any) -> Finding:
+    matches = [f for f in found if f.id == kind
+               and all(f.details.get(k) == v for k, v in details.items())]
+    assert len(matches) == 1, (kind, details, [f.summary for f in found if f.id == kind])
+    return matches[0]
+
+
+def event_step(sidecar: dict[str, Any], event: str, **facts: Any) -> int:
+    return next(e["step"] for e in sidecar["events"] if e["event"] == event
+                and all(e.get(k) == v for k, v in facts.items()))
+
+
+QUORUM, PRODUCERS, PARTITIONS = "DescribeQuorum", "DescribeProducers", "DescribeTopicPartitions"
+
+
+def test_incident_quorum_findings_are_found_at_the_steps_the_peer_told(incident):
+    capture, found, sidecar = incident
+    at = lambda api, step: response_of(capture, sidecar, api, step)  # noqa: E731
+    lost = event_step(sidecar, "quorum leader lost, election")
+    assert the(found, "quorum.no_leader").messages == (at(QUORUM, lost),)
+    assert the(found, "quorum.no_leader").severity is Severity.HIGH
+    changed = event_step(sidecar, "leader change", replica_id=2)
+    assert the(found, "quorum.leader_change", leader_to=2).messages[-1] == at(QUORUM, changed)
+    joined = event_step(sidecar, "observer joined", replica_id=102)
+    assert the(found, "quorum.observer_joined", replica_id=102).messages[-1] == at(QUORUM, joined)
+    stall = (event_step(sidecar, "high watermark stops advancing"),
+             event_step(sidecar, "high watermark advances again"))
+    assert the(found, "quorum.hw_stall").messages == tuple(at(QUORUM, s) for s in range(*stall))
+    stale = event_step(sidecar, "observer stopped fetching", replica_id=101)
+    fetch = the(found, "quorum.stale_fetch", replica_id=101)
+    assert fetch.messages[0] == at(QUORUM, stale) and fetch.severity is Severity.MEDIUM
+
+
+def test_incident_voter_lag_episode_lies_within_the_lagging_steps(incident):
+    capture, found, sidecar = incident
+    behind = event_step(sidecar, "voter falls behind", replica_id=3)
+    caught_up = event_step(sidecar, "voter caught up", replica_id=3)
+    episodes = [f for f in found if f.id == "quorum.voter_lag" and f.details["replica_id"] == 3
+                and not f.details["majority_lagging"]]
+    assert len(episodes) == 1
+    lagging = {response_of(capture, sidecar, QUORUM, s) for s in range(behind, caught_up)}
+    assert set(episodes[0].messages) <= lagging
+    assert episodes[0].messages[-1] == response_of(capture, sidecar, QUORUM, caught_up - 1)
+    # the peer's own numbers: leader's log end offset minus voter 3's at the peak
+    peak = episodes[0].details["peak_message"]
+    exchange = next(e for e in sidecar["exchanges"] if e["api_name"] == QUORUM and e.get("step")
+                    is not None and response_of(capture, sidecar, QUORUM, e["step"]) == peak)
+    partition = exchange["response"]["Topics"][0]["Partitions"][0]
+    ends = {v["ReplicaId"]: v["LogEndOffset"] for v in partition["CurrentVoters"]}
+    assert episodes[0].details["peak_lag"] == ends[partition["LeaderId"]] - ends[3]
+
+
+def test_incident_producer_findings(incident):
+    capture, found, sidecar = incident
+    at = lambda step: response_of(capture, sidecar, PRODUCERS, step)  # noqa: E731
+    bump = event_step(sidecar, "epoch bump", producer_id=3002)
+    assert the(found, "producer.epoch_bump", producer_id=3002).messages[-1] == at(bump)
+    rewind = event_step(sidecar, "sequence numbers go backwards", producer_id=3004)
+    backwards = the(found, "producer.sequence_backwards", producer_id=3004)
+    assert backwards.messages[-1] == at(rewind) and backwards.severity is Severity.HIGH
+    opened = event_step(sidecar, "transaction opened and never closed", producer_id=7001)
+    for partition in (0, 1):
+        hanging = the(found, "producer.open_transaction", producer_id=7001, partition=partition)
+        assert hanging.messages[0] == at(opened)
+        assert hanging.last_time - hanging.first_time > Thresholds().transaction_s
+    errors = (event_step(sidecar, "partition error"), event_step(sidecar, "partition recovered"))
+    burst = the(found, "traffic.error_burst", error="NOT_LEADER_OR_FOLLOWER")
+    assert burst.messages == tuple(at(s) for s in range(*errors))
+    assert burst.details["topic"] == "orders" and burst.details["client_id"] == "kdissect-story"
+
+
+def test_incident_partition_findings(incident):
+    capture, found, sidecar = incident
+    at = lambda step: response_of(capture, sidecar, PARTITIONS, step)  # noqa: E731
+    down = event_step(sidecar, "broker 3 offline: ISR shrinks")
+    back = event_step(sidecar, "broker 3 back: ISR expands")
+    shrink = the(found, "partition.isr_shrink", brokers=[3])
+    assert shrink.messages == (at(down),) and len(shrink.details["partitions"]) == 5
+    assert the(found, "partition.isr_expand", brokers=[3]).messages == (at(back),)
+    offline = the(found, "partition.offline_replicas", brokers=[3])
+    assert offline.messages == tuple(at(s) for s in range(down, back))
+    leaderless = (event_step(sidecar, "orders-2 leaderless"),
+                  event_step(sidecar, "orders-2 has a leader again"))
+    assert the(found, "partition.leaderless", topic="orders", partition=2).messages == tuple(
+        at(s) for s in range(*leaderless))
+    elr = event_step(sidecar, "payments-1 below min ISR: ELR in use")
+    assert the(found, "partition.elr_in_use", topic="payments", partition=1).messages[0] == at(elr)
+
+
+def test_incident_traffic_findings(incident):
+    capture, found, sidecar = incident
+    slow_step = event_step(sidecar, "DescribeTopicPartitions answered 1.5 s late")
+    slow = the(found, "traffic.slow", api=PARTITIONS)
+    assert at_least_one_and_only(slow.messages, response_of(capture, sidecar, PARTITIONS, slow_step))
+    assert slow.details["worst_ms"] > 1500
+    unanswered = the(found, "traffic.unanswered")
+    (number,) = unanswered.messages
+    request = capture.message(number)
+    last_answered = response_of(capture, sidecar, PARTITIONS, slow_step + 10)
+    assert request.api_name == PARTITIONS and request.is_request and number > last_answered
+
+
+def at_least_one_and_only(messages: tuple[int, ...], response: int) -> bool:
+    return response in messages and len(messages) == 2  # the request and its response
+
+
+def test_incident_high_findings_are_exactly_the_broken_things(incident):
+    _, found, _ = incident
+    assert {f.id for f in found if f.severity is Severity.HIGH} == {
+        "producer.open_transaction", "producer.sequence_backwards", "partition.elr_in_use",
+        "partition.leaderless", "quorum.no_leader", "quorum.hw_stall", "quorum.voter_lag"}
+    assert found == sorted(found, key=lambda f: (-f.severity, f.first_time, f.id, f.messages))
+
+
+@pytest.mark.parametrize("name", ["quorum_story", "producers_story", "tansu_topic_partitions"])
+def test_clean_captures_have_no_high_severity_finding(name):
+    found = F.find(kdissect.read_pcap(CAPTURES / f"{name}.pcap"))
+    assert [f.summary for f in found if f.severity is Severity.HIGH] == []
+
+
+def test_clean_quorum_story_events_are_found_at_their_normal_severity():
+    capture = kdissect.read_pcap(CAPTURES / "quorum_story.pcap")
+    found = F.find(capture)
+    assert the(found, "quorum.leader_change", leader_to=2).severity is Severity.LOW
+    assert the(found, "quorum.voter_lag", replica_id=3).severity is Severity.MEDIUM
+    assert the(found, "quorum.observer_joined", replica_id=102).severity is Severity.INFO
+
+
+def test_thresholds_change_what_is_found():
+    capture = kdissect.read_pcap(CAPTURES / "incident.pcap")
+    relaxed = Thresholds.parse(["transaction_s=1000", "voter_lag=100000"])
+    kinds = {f.id for f in F.find(capture, relaxed)}
+    assert "producer.open_transaction" not in kinds and "quorum.voter_lag" not in kinds
+    assert "quorum.hw_stall" in kinds
+
+
+@pytest.mark.parametrize("setting", ["nope=1", "voter_lag", "voter_lag=abc", "slow_ms=-1"])
+def test_bad_threshold_settings_are_refused_with_a_reason(setting):
+    with pytest.raises(ValueError, match="threshold"):
+        Thresholds.parse([setting])
+
+
+def test_a_registered_detector_slots_in(monkeypatch):
+    def every_metadata(evidence: F.Evidence):
+        table = evidence.table("messages")
+        hits = F.rows(table[table.api_name == "Metadata"], ("number", "time"))
+        yield F._finding("test.metadata", Severity.INFO, "metadata seen",
+                         [{**r, "message": r["number"]} for r in hits], evidence.streams)
+
+    monkeypatch.setitem(F.DETECTORS, "test.metadata", every_metadata)
+    found = F.find(kdissect.read_pcap(CAPTURES / "quorum_story.pcap"))
+    assert the(found, "test.metadata").count == 6
+
+
+# -- crafted captures: lost bytes, TLS, malformed bodies ---------------------------------
+
+
+def crafted(tmp_path: Path, conversation: Conversation, drop: set[int] = frozenset()) -> Path:
+    packets = [p for i, p in enumerate(conversation.packets) if i not in drop]
+    return write_pcap(tmp_path / "crafted.pcap", records(packets, wrap=ethernet))
+
+
+def test_lost_bytes_make_a_gap_finding_with_the_bytes_counted(tmp_path):
+    talk = Conversation.between(("10.0.0.2", 40000), ("10.0.0.1", 9092))
+    talk.handshake()
+    for correlation_id in range(1, 4):
+        talk.send(True, kafka_request(3, 1, correlation_id))
+        talk.send(False, metadata_response(correlation_id, filler=3000), chunk=1000)
+    lost = next(i for i, p in enumerate(talk.packets) if len(bytes(p.payload.payload)) == 1000)
+    found = F.find(kdissect.read_pcap(crafted(tmp_path, talk, {lost + 1})))
+    gap = the(found, "capture.gap")
+    assert gap.details["lost_bytes"] == 1000 and gap.severity is Severity.MEDIUM
+
+
+def test_tls_on_the_kafka_port_is_a_finding(tmp_path):
+    talk = Conversation.between(("10.0.0.2", 40001), ("10.0.0.1", 9092))
+    talk.handshake()
+    hello = bytes.fromhex("160301") + struct.pack(">H", 200) + b"\x01" + bytes(199)
+    talk.send(True, hello)
+    talk.send(False, bytes.fromhex("160303") + struct.pack(">H", 80) + b"\x02" + bytes(79))
+    found = F.find(kdissect.read_pcap(crafted(tmp_path, talk)))
+    assert the(found, "capture.tls").count == 1
+
+
+def test_malformed_bodies_are_a_finding_naming_the_api(tmp_path):
+    talk = Conversation.between(("10.0.0.2", 40002), ("10.0.0.1", 9092))
+    talk.handshake()
+    # DescribeQuorum v0 (header v2): a topic array claiming 100 topics in 3 bytes
+    body = b"\x00" + bytes([101]) + b"\x05ab"
+    header = struct.pack(">hhih", 55, 0, 7, 5) + b"craft"
+    message = header + body
+    talk.send(True, struct.pack(">i", len(message)) + message)
+    found = F.find(kdissect.read_pcap(crafted(tmp_path, talk)))
+    malformed = the(found, "traffic.malformed", api="DescribeQuorum")
+    assert malformed.messages == (1,) and malformed.details["problems"]
+
+
+# -- small mechanisms ----------------------------------------------------------------------
+
+
+@given(st.lists(st.booleans(), max_size=40))
+def test_episodes_are_the_maximal_runs_of_active_rows(flags):
+    rows = [{"i": i, "on": on} for i, on in enumerate(flags)]
+    runs = list(F.episodes(rows, lambda r: r["on"]))
+    assert [r["i"] for run in runs for r in run] == [i for i, on in enumerate(flags) if on]
+    for run in runs:
+        assert [r["i"] for r in run] == list(range(run[0]["i"], run[-1]["i"] + 1))
+        assert run[0]["i"] == 0 or not flags[run[0]["i"] - 1]
+        assert run[-1]["i"] == len(flags) - 1 or not flags[run[-1]["i"] + 1]
+
+
+@given(st.lists(st.floats(0, 1000), max_size=30), st.floats(0.1, 100))
+def test_the_densest_window_is_the_largest_that_fits(times, window):
+    items = [{"time": t} for t in sorted(times)]
+    best = F._densest(items, window)
+    if not items:
+        assert best == []
+        return
+    assert best[-1]["time"] - best[0]["time"] <= window
+    for i, start in enumerate(items):
+        fitting = [x for x in items[i:] if x["time"] - start["time"] <= window]
+        assert len(fitting) <= len(best)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kdissect", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_findings_command_jsonl_gives_one_object_per_finding():
+    done = run("--findings", "-T", "jsonl", str(CAPTURES / "incident.pcap"))
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    expected = F.find(kdissect.read_pcap(CAPTURES / "incident.pcap"))
+    assert [r["id"] for r in records] == [f.id for f in expected]
+    assert set(records[0]) == {"id", "severity", "summary", "first_time", "last_time", "count",
+                               "messages", "connection", "details"}
+    assert records[0]["severity"] == "high" and records[0]["first_time"].endswith("+00:00")
+
+
+def test_findings_command_text_and_errors():
+    done = run("--findings", str(CAPTURES / "quorum_story.pcap"))
+    assert done.returncode == 0 and "quorum.leader_change" in done.stdout
+    assert "3 findings: 1 medium, 1 low, 1 info" in done.stdout
+    assert run("--findings", "no-such.pcap").returncode == 2
+    refused = run("--findings", "--threshold", "bogus=1", str(CAPTURES / "quorum_story.pcap"))
+    assert refused.returncode == 2 and "unknown threshold" in refused.stderr
+
+
+def join_group_v5(correlation_id: int, client_id: bytes, group: bytes) -> bytes:
+    """A JoinGroup v5 request (classic encoding), written field by field."""
+
+    def string(raw: bytes) -> bytes:
+        return struct.pack(">h", len(raw)) + raw
+
+    body = (string(group) + struct.pack(">ii", 10_000, 30_000) + string(b"") + struct.pack(">h", -1)
+            + string(b"consumer") + struct.pack(">i", 1) + string(b"range")
+            + struct.pack(">i", 4) + b"\x00\x01\x00\x00")
+    return kafka_request(11, 5, correlation_id, client_id=client_id, body=body)
+
+
+def test_a_join_group_storm_is_a_finding_from_headers_alone(tmp_path):
+    packets = []
+    for member in range(3):
+        talk = Conversation.between((f"10.0.0.{member + 2}", 41000), ("10.0.0.1", 9092))
+        talk.handshake()
+        for correlation_id in range(1, 5):
+            talk.send(True, join_group_v5(correlation_id, f"consumer-{member}".encode(), b"billing"))
+        packets += talk.packets
+    found = F.find(kdissect.read_pcap(write_pcap(tmp_path / "joins.pcap",
+                                                 records(packets, wrap=ethernet))))
+    storm = the(found, "groups.join_storm")
+    assert storm.count == 12 and storm.details["clients"] == ["consumer-0", "consumer-1",
+                                                              "consumer-2"]
+    assert storm.details["group"] in ("?", "billing")  # "billing" once JoinGroup is decoded
+    quieter = F.find(kdissect.read_pcap(tmp_path / "joins.pcap"), Thresholds(join_storm=13))
+    assert not [f for f in quieter if f.id == "groups.join_storm"]
+
+
+def test_throttled_answers_are_a_finding(tmp_path):
+    from tests.test_report import describe_producers_request
+    from tools.kio_codec import encode_response, read_request
+
+    talk = Conversation.between(("10.0.0.2", 40200), ("10.0.0.1", 9092))
+    talk.handshake()
+    for correlation_id, throttle in ((1, 0), (2, 250), (3, 900)):
+        frame = describe_producers_request(correlation_id, "slowpoke", "orders")
+        answer, _ = encode_response(read_request(frame[4:]), {"throttle_time": throttle, "topics": [
+            {"name": "orders", "partitions": [{"partition_index": 0, "error_code": 0,
+                                               "error_message": None, "active_producers": []}]}]})
+        talk.send(True, frame)
+        talk.send(False, answer)
+    found = F.find(kdissect.read_pcap(crafted(tmp_path, talk)))
+    throttled = the(found, "traffic.throttled", client_id="slowpoke")
+    assert throttled.messages == (4, 6) and throttled.details["worst_ms"] == 900
