@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.filter import FilterError, Predicate, compile_filter
 from kdissect.present.progress import Progress
-from kdissect.present.records import MESSAGE_COLUMNS, message_record, tree_record
+from kdissect.present.records import MESSAGE_COLUMNS, message_json, message_record, tree_record
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 MAX_CAPTURE_NOTES = 20  # capture-level problems shown per file before summarising
@@ -295,7 +294,7 @@ class _JsonSink(_Sink):
     def write(self, message: Message) -> None:
         record = message_record(message)
         record["tree"] = tree_record(message.tree())
-        text = json.dumps(record, ensure_ascii=True, allow_nan=False)
+        text = message_json(record)
         if self.array:
             text = ("[\n" if self.first else ",\n") + text
         else:

@@ -23,8 +23,9 @@ from scapy.packet import Packet as ScapyPacket
 from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
-from kdissect.ingest.framing import Frame, read_frames
+from kdissect.ingest.framing import Frame
 from kdissect.ingest.net import Address
+from kdissect.pipeline import read_frames
 
 CAPTURES = sorted((Path(__file__).resolve().parents[1] / "captures").glob("*.pcap"))
 Flow = tuple[Address, Address, str]  # client, server, direction

@@ -64,8 +64,9 @@ class Message:
         return self.frame.direction
 
     @property
-    def time(self) -> float:
-        return self.frame.last_time
+    def time(self) -> int:
+        """Capture time of the message's last packet, integer nanoseconds since the epoch."""
+        return self.frame.last_ns
 
     @property
     def packet(self) -> int:
@@ -86,7 +87,7 @@ class Message:
         """Seconds from the request's last packet to the response's last packet."""
         if self.is_request or self.pair is None:
             return None
-        return self.time - self.pair.time
+        return (self.frame.last_ns - self.pair.frame.last_ns) / 1e9  # exact until the division
 
     def all_notes(self) -> list[Note]:
         """Frame, header and pairing notes, then the tree's if it was built."""

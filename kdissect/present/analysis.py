@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -328,8 +329,8 @@ def _typed(columns: Columns, dtypes: Mapping[str, str]) -> pd.DataFrame:
 
 
 def _column(values: list[Any], dtype: str) -> Any:
-    if dtype == "utc":  # epoch seconds from capture timestamps, microsecond resolution
-        return _datetimes((pd.Series(values, dtype="Float64") * 1e6).round(), "us")
+    if dtype == "utc":  # capture times: integer nanoseconds (or exact decimal seconds)
+        return _capture_times(values)
     if dtype == "utc_ms":
         return _datetimes(pd.Series(values, dtype="Int64"), "ms")
     if dtype == "category":  # categories are text even when every value is missing
@@ -350,6 +351,18 @@ def _datetimes(counts: pd.Series, unit: str) -> Any:
     low, high = (bound // scale for bound in _YEARS_1_TO_9999_US)
     return pd.to_datetime(counts.where((counts >= low) & (counts <= high)).astype("Int64"),
                           unit=unit, utc=True)
+
+
+_NANOSECONDS_RANGE = (pd.Timestamp.min.value, pd.Timestamp.max.value)
+
+
+def _capture_times(values: list[Any]) -> Any:
+    """Capture times at full (nanosecond) resolution; one pandas cannot hold is missing."""
+    low, high = _NANOSECONDS_RANGE
+    counts = [None if v is None else int(v.scaleb(9)) if isinstance(v, Decimal) else int(v)
+              for v in values]
+    counts = [c if c is not None and low <= c <= high else None for c in counts]
+    return pd.to_datetime(pd.Series(counts, dtype="Int64"), unit="ns", utc=True)
 
 
 def _count(number: int, noun: str) -> str:

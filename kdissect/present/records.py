@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
+from decimal import Decimal
 from typing import Any
 
 from kdissect.decode.tree import Node
@@ -27,7 +29,7 @@ def message_record(message: Message) -> dict[str, Any]:
     return {
         "number": message.number,
         "frame": frame.last_packet,
-        "time": frame.last_time,
+        "time": Decimal(frame.last_ns).scaleb(-9),  # exact seconds: see message_json
         "stream": connection.index,
         "src": src,
         "dst": dst,
@@ -42,6 +44,17 @@ def message_record(message: Message) -> dict[str, Any]:
         "latency_ms": None if latency is None else round(latency * 1000.0, 6),
         "notes": [note_record(n) for n in message.all_notes()],
     }
+
+
+def message_json(record: dict[str, Any]) -> str:
+    """A message record as one line of JSON, its `time` the exact decimal of the capture's
+    nanoseconds (a JSON number; a float would round it)."""
+    time = record.get("time")
+    if not isinstance(time, Decimal):
+        return json.dumps(record, ensure_ascii=True, allow_nan=False)
+    text = json.dumps({**record, "time": 0}, ensure_ascii=True, allow_nan=False)
+    # `number` and `frame` (integers) come first: the first "time" key is this record's own.
+    return text.replace('"time": 0', f'"time": {time:f}', 1)
 
 
 def note_record(note: Note) -> dict[str, Any]:
