@@ -19,7 +19,9 @@ Each variant is the original's packets, changed in one way, written as a pcap
 - ``overlap``: a share of data segments (default 10%) sent again joined to the
   head of the next segment of their direction (a retransmission that overlaps).
 
-Reordering keeps the timestamps in their slots (the i-th packet keeps the i-th
+Reordering keeps every data segment after its connection's first packet and
+before its FIN (reordering across the handshake or teardown is another
+pathology), and keeps the timestamps in their slots (the i-th packet keeps the i-th
 time), so capture time still runs forwards. The same seed gives the same files.
 Lossless variants (swap, window, ack-ahead, retransmit, overlap) carry every
 byte of the original; lossy ones (drop, cut, snaplen) are scored with
@@ -116,14 +118,40 @@ def piece(packet: Packet, data: bytes, seq: int) -> Packet:
 
 # --- the variants ---
 
+def connection_spans(packets: Packets) -> dict[frozenset[tuple[str, int]], tuple[int, int]]:
+    """Per connection: the index of its first packet and of its first FIN or RST."""
+    spans: dict[frozenset[tuple[str, int]], tuple[int, int]] = {}
+    for i, packet in enumerate(packets):
+        if TCP not in packet:
+            continue
+        src, sport, dst, dport = direction(packet)
+        key = frozenset({(src, sport), (dst, dport)})
+        first, end = spans.get(key, (i, len(packets)))
+        if packet[TCP].flags & 0x05 and end == len(packets):  # FIN or RST
+            end = i
+        spans[key] = (first, end)
+    return spans
+
+
+def _fits(packets: Packets, spans: dict[frozenset[tuple[str, int]], tuple[int, int]],
+          index: int, slot: int) -> bool:
+    """Whether the data packet at `index` may move to `slot`: after its connection's first
+    packet, before its FIN (reordering across the handshake is another pathology)."""
+    src, sport, dst, dport = direction(packets[index])
+    first, end = spans[frozenset({(src, sport), (dst, dport)})]
+    return first < slot < end or slot == index
+
+
 def swap(packets: Packets, settings: Settings) -> Packets:
     rng = random.Random(settings.seed)
+    spans = connection_spans(packets)
     order = list(packets)
     data = data_indexes(packets)
     position = 0
     while position < len(data) - 1:
-        if rng.random() < settings.swap:
-            a, b = data[position], data[position + 1]
+        a, b = data[position], data[position + 1]
+        if (rng.random() < settings.swap and _fits(packets, spans, a, b)
+                and _fits(packets, spans, b, a)):
             order[a], order[b] = order[b], order[a]
             position += 2
         else:
@@ -133,14 +161,20 @@ def swap(packets: Packets, settings: Settings) -> Packets:
 
 def window(packets: Packets, settings: Settings) -> Packets:
     rng = random.Random(settings.seed)
+    spans = connection_spans(packets)
     order = list(packets)
     data = data_indexes(packets)
     for start in range(0, len(data), settings.window):
         slots = data[start:start + settings.window]
-        chosen = [packets[i] for i in slots]
-        rng.shuffle(chosen)
-        for slot, packet in zip(slots, chosen, strict=True):
-            order[slot] = packet
+        for _attempt in range(8):  # a shuffle that keeps every segment inside its connection
+            chosen = list(slots)
+            rng.shuffle(chosen)
+            if all(_fits(packets, spans, i, slot) for i, slot in zip(chosen, slots, strict=True)):
+                break
+        else:
+            chosen = list(slots)
+        for slot, index in zip(slots, chosen, strict=True):
+            order[slot] = packets[index]
     return in_slots(packets, order)
 
 

@@ -194,6 +194,7 @@ class Framer:
         self.notes: list[Note] = []  # for the next frame
         self.scan = 0  # resynchronisation: buffer position where scanning goes on
         self.skipped = 0  # bytes discarded while resynchronising
+        self.lookahead = 0  # stream offset where scanning past a waiting candidate goes on
         if self.requests:
             exchange.request_framer = self
 
@@ -218,6 +219,8 @@ class Framer:
             offset, size = offset + cut, size - cut
             if not size:
                 return
+        if not self.synced and self.buffer:  # no more bytes will come before the gap
+            self._drain(final=True)
         frame_end = self._frame_end()
         if frame_end is not None:
             where = offset - self.buffer_offset
@@ -357,33 +360,48 @@ class Framer:
     def _resync(self, *, final: bool) -> bool:
         """Look for the next frame start; True when found (the buffer then starts there).
 
-        Candidates are tried in stream order; one that needs more bytes to be judged
+        Candidates are tried in stream order. One that needs more bytes to be judged
         holds the scan (bytes before it are dropped) until they come, or until it
-        could only be confirmed beyond RESYNC_WAIT bytes.
+        could only be confirmed beyond RESYNC_WAIT bytes; but a response whose
+        correlation id is not in flight holds it only until a later candidate that
+        is in flight is confirmed.
         """
         settings = self.exchange.settings
         pattern = settings.request_pattern if self.requests else settings.response_pattern
-        header = REQUEST_HEADER_LENGTH if self.requests else RESPONSE_HEADER_LENGTH
-        position = self.scan
+        position, waiting, later = self.scan, None, None
         while True:
             match = pattern.search(self.buffer, position)  # type: ignore[attr-defined]
             if match is None:
-                self._discard(max(position, len(self.buffer) - header + 1))
-                self.scan = 0
-                return False
+                break
             position = match.start()
             verdict = self._candidate(position, final)
-            if verdict is None:
-                self._discard(position)
-                self.scan = 0
-                return False
-            if verdict:
+            if verdict and (waiting is None or self._in_flight(position)):
                 self._discard(position)
                 if self.skipped:
                     self.notes.append(warn(f"resynchronised: skipped {self.skipped} bytes before this frame"))
-                self.synced, self.skipped, self.scan = True, 0, 0
+                self.synced, self.skipped, self.scan, self.lookahead = True, 0, 0, 0
                 return True
+            if verdict is None and waiting is not None and later is None:
+                later = position
+            if verdict is None and waiting is None:
+                waiting = position
+                if self.requests or self._in_flight(position):
+                    break
+                position = max(position, self.lookahead - self.buffer_offset - 1)
             position += 1
+        header = REQUEST_HEADER_LENGTH if self.requests else RESPONSE_HEADER_LENGTH
+        if waiting is None:
+            self._discard(max(position, len(self.buffer) - header + 1))
+        else:  # the lookahead goes on next time from the first later candidate left open
+            self.lookahead = self.buffer_offset + (later if later is not None else max(
+                waiting + 1, len(self.buffer) - header + 1))
+            self._discard(waiting)
+        self.scan = 0
+        return False
+
+    def _in_flight(self, position: int) -> bool:
+        return self.requests or _CORRELATION.unpack_from(
+            self.buffer, position + 4)[0] in self.exchange.in_flight
 
     def _candidate(self, position: int, final: bool) -> bool | None:
         """Whether a frame starts at `position`: True, False, or None (wait for more bytes).
@@ -401,7 +419,7 @@ class Framer:
         if not start:
             return False
         end = position + 4 + _SIZE.unpack_from(buffer, position)[0]
-        if end == len(buffer) and (final or self._vouched(position)):  # the data ends there
+        if end == len(buffer) and (final or self._in_flight(position)):  # the data ends there
             return True
         if end - position > RESYNC_WAIT:
             return False
@@ -412,11 +430,6 @@ class Framer:
         if following is None:
             return False if final else None
         return following
-
-    def _vouched(self, position: int) -> bool:
-        """A request header, or a response to a request in flight, needs no successor."""
-        return self.requests or _CORRELATION.unpack_from(
-            self.buffer, position + 4)[0] in self.exchange.in_flight
 
     def _response_start(self, position: int) -> bool | None:
         """A response header of a plausible size for the API of its correlation id."""

@@ -13,8 +13,10 @@ Data beyond a hole is held until the hole is filled or can no longer be. The
 hole is declared lost (a gap) when
 - the bytes held by the connection exceed its bound (`max_held`, both
   directions together, default `MAX_HELD_BYTES`);
-- the sender's FIN is seen and every byte after the hole up to it has arrived;
-- the connection ends (RST, or FIN both ways) or the capture ends;
+- the connection has ended (FIN both ways) and every byte after the hole has
+  arrived, once `acked_wait` more capture time has passed (capture reordering
+  can put a data segment behind the FINs);
+- a RST ends the connection, or the capture ends;
 - the hole is older than `hole_wait` nanoseconds of capture time (default
   `HOLE_WAIT`), or than the shorter `acked_wait` (default `ACKED_WAIT`) once the
   peer has acknowledged the missing bytes: a retransmission will not come then,
@@ -314,6 +316,12 @@ class TcpConnection:
         can then only be lost)."""
         return self.streams is not None and all(stream.reaches_fin() for stream in self.streams)
 
+    def complete(self) -> bool:
+        """FIN from both sides, and every byte before them arrived, no hole left."""
+        return self.streams is not None and all(
+            stream.fin_offset is not None and stream.offset >= stream.fin_offset
+            for stream in self.streams)
+
 
 Opener = Callable[[TcpConnection], ConnectionHandler | None]
 
@@ -329,6 +337,7 @@ class ConnectionTracker:
     def __init__(self, open_connection: Opener, limits: HoldLimits | None = None) -> None:
         self.open_connection = open_connection
         self.limits = limits or HoldLimits()
+        self.ending: deque[tuple[int, TcpConnection]] = deque()  # FIN both ways, holes left
         self.table: dict[FlowKey, tuple[TcpConnection, int]] = {}
         self.closed: OrderedDict[FlowKey, None] = OrderedDict()
 
@@ -342,16 +351,25 @@ class ConnectionTracker:
         streams = connection.streams
         if streams is None:
             return
+        peer = streams[1 - side]  # the acknowledgement first: it tells what the data answers
+        base = peer.base
+        if base is not None and flags & ACK and 0 < (ack - base - peer.offset) & MASK < HALF:
+            peer.acknowledged(ack, number, timestamp)  # acks bytes not seen (yet)
         if payload or missing:
             stream = streams[side]
             stream.segment(seq, payload, missing, number, timestamp)
-            if stream.fin_offset is not None and connection.finished():  # a late segment
+            if stream.fin_offset is not None and connection.complete():  # a late segment
                 self._close(connection)
-                return
-        peer = streams[1 - side]
-        base = peer.base
-        if base is not None and flags & ACK and 0 < (ack - base - peer.offset) & MASK < HALF:
-            peer.acknowledged(ack, number, timestamp)  # acks bytes never seen
+        if self.ending and timestamp - self.ending[0][0] > self.limits.acked_wait:
+            self._end_lingering(timestamp)
+
+    def _end_lingering(self, now: int) -> None:
+        """Close the connections whose grace after both FINs has run out: holes are lost."""
+        ending = self.ending
+        while ending and now - ending[0][0] > self.limits.acked_wait:
+            _ended, connection = ending.popleft()
+            if connection.streams is not None:
+                self._close(connection)
 
     def finish(self) -> None:
         """The end of the capture: every connection still open is flushed and closed."""
@@ -378,14 +396,16 @@ class ConnectionTracker:
                 self._close(connection)
             return
         streams = connection.streams  # the handler may drop them (not Kafka) as it reads
-        if payload or missing:
-            streams[side].segment(seq, payload, missing, number, timestamp)
         if flags & ACK and not flags & SYN:
             streams[1 - side].acknowledged(ack, number, timestamp)
+        if payload or missing:
+            streams[side].segment(seq, payload, missing, number, timestamp)
         if flags & FIN:
             streams[side].fin((seq + len(payload) + missing) & MASK)
-            if connection.streams is None or connection.finished():
+            if connection.streams is None or connection.complete():
                 self._close(connection)
+            elif connection.finished():  # only holes left: a grace for late segments
+                self.ending.append((timestamp, connection))
 
     def _syn(self, raw: RawSegment, entry: tuple[TcpConnection, int] | None) -> tuple[TcpConnection, int]:
         src, src_port, dst, dst_port, seq, ack, flags, _payload, _missing = raw
