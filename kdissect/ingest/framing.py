@@ -123,6 +123,7 @@ class Exchange:
         self.in_flight: OrderedDict[int, int] = OrderedDict()  # correlation id: API key
         self.waiting: deque[Frame] = deque()  # responses whose request is still on its way
         self.request_framer: Framer | None = None
+        self.answered = -1  # the highest correlation id answered (of a request seen)
 
     def request(self, frame: Frame) -> None:
         data = frame.data
@@ -169,6 +170,7 @@ class Exchange:
             correlation_id = _CORRELATION.unpack_from(frame.data, 4)[0]
             in_flight = self.in_flight
             if correlation_id in in_flight:  # answered in order: older ones lost their answers
+                self.answered = max(self.answered, correlation_id)
                 while in_flight:
                     oldest, _api = in_flight.popitem(last=False)
                     if oldest == correlation_id:
@@ -446,8 +448,9 @@ class Framer:
         """Whether the next frame boundary holds a response header that vouches for this one.
 
         A response to a request in flight needs any plausible response after it; one
-        whose request is not known needs the next one's correlation id to be in flight
-        (or, with none in flight, to follow it closely: ids grow per connection).
+        whose request is not known needs the next one's correlation id to be in flight,
+        or to follow it closely while both come after every id answered so far
+        (correlation ids grow per connection).
         """
         following = response_header(self.buffer, end, self.max_size)
         if following is None:
@@ -457,7 +460,7 @@ class Framer:
         next_id = following[1]
         if correlation_id in in_flight or next_id in in_flight:
             return True
-        return not in_flight and 0 < next_id - correlation_id <= CORRELATION_STEP
+        return self.exchange.answered < correlation_id < next_id <= correlation_id + CORRELATION_STEP
 
     def _discard(self, count: int) -> None:
         if count <= 0:
