@@ -421,14 +421,15 @@ class Framer:
         if not start:
             return False
         end = position + 4 + _SIZE.unpack_from(buffer, position)[0]
-        if end == len(buffer) and (final or self._in_flight(position)):  # the data ends there
+        stream_start = self.buffer_offset + position == 0  # the first byte the capture shows
+        if end == len(buffer) and (final or self.requests or (stream_start and self._in_flight(position))):
             return True
         if end - position > RESYNC_WAIT:
             return False
         if self.requests:
             following = request_header_check(buffer, end, self.max_size)
         else:
-            following = self._response_follows(position, end)
+            following = self._response_follows(position, end, final=final)
         if following is None:
             return False if final else None
         return following
@@ -444,23 +445,34 @@ class Framer:
             return False
         return size + 4 <= largest_plausible(api_key, False, self.max_size)
 
-    def _response_follows(self, position: int, end: int) -> bool | None:
-        """Whether the next frame boundary holds a response header that vouches for this one.
+    def _response_follows(self, position: int, end: int, *, final: bool = False) -> bool | None:
+        """Whether the next two frame boundaries hold response headers that vouch for this one.
 
-        A response to a request in flight needs any plausible response after it; one
-        whose request is not known needs the next one's correlation id to be in flight,
-        or to follow it closely while both come after every id answered so far
-        (correlation ids grow per connection).
+        Each next response answers another request: one in flight, or one with a
+        slightly higher correlation id (ids grow per connection; its request may still
+        be held behind a hole). A candidate whose own request is not known must also
+        come after every id answered so far. The second boundary may also be the end
+        of the data.
         """
-        following = response_header(self.buffer, end, self.max_size)
-        if following is None:
-            return None if len(self.buffer) - end < RESPONSE_HEADER_LENGTH else False
-        in_flight = self.exchange.in_flight
+        exchange = self.exchange
         correlation_id = _CORRELATION.unpack_from(self.buffer, position + 4)[0]
-        next_id = following[1]
-        if correlation_id in in_flight or next_id in in_flight:
-            return True
-        return self.exchange.answered < correlation_id < next_id <= correlation_id + CORRELATION_STEP
+        if correlation_id not in exchange.in_flight and correlation_id <= exchange.answered:
+            return False
+        for _step in range(2):
+            if end == len(self.buffer) and _step:
+                return True
+            following = response_header(self.buffer, end, self.max_size)
+            if following is None:
+                return None if len(self.buffer) - end < RESPONSE_HEADER_LENGTH else False
+            size, next_id = following
+            if next_id == correlation_id or not (
+                    next_id in exchange.in_flight
+                    or correlation_id < next_id <= correlation_id + CORRELATION_STEP):
+                return False
+            correlation_id, end = next_id, end + 4 + size
+            if final and len(self.buffer) - end < RESPONSE_HEADER_LENGTH:
+                return True  # no second boundary will come
+        return True
 
     def _discard(self, count: int) -> None:
         if count <= 0:
