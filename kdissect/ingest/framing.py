@@ -52,7 +52,7 @@ RESPONSE_WAIT = 1_000_000_000  # ns of capture time a response waits for its req
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
-_API = struct.Struct(">hh")
+_REQUEST_IDS = struct.Struct(">hhi")  # API key, version, correlation id
 Report = Callable[[Note], None]
 
 
@@ -128,8 +128,9 @@ class Exchange:
     def request(self, frame: Frame) -> None:
         data = frame.data
         if len(data) >= 12:
+            api_key, _version, correlation_id = _REQUEST_IDS.unpack_from(data, 4)
             in_flight = self.in_flight
-            in_flight[_CORRELATION.unpack_from(data, 8)[0]] = _API.unpack_from(data, 4)[0]
+            in_flight[correlation_id] = api_key
             if len(in_flight) > MAX_IN_FLIGHT:
                 in_flight.popitem(last=False)
         self.out.append(frame)
@@ -137,7 +138,7 @@ class Exchange:
             self._release(frame.last_ns)
 
     def response(self, frame: Frame) -> None:
-        if self.waiting or (self._request_owed() and self._unknown(frame)):
+        if self.waiting or (self._unknown(frame) and self._request_owed()):
             self.waiting.append(frame)
             self._release(frame.last_ns)
         else:
