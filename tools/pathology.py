@@ -21,7 +21,8 @@ Each variant is the original's packets, changed in one way, written as a pcap
 
 Reordering keeps every data segment after its connection's first packet and
 before its FIN (reordering across the handshake or teardown is another
-pathology), and keeps the timestamps in their slots (the i-th packet keeps the i-th
+pathology) and within 50 ms of capture time (multi-queue reordering spans
+microseconds), and keeps the timestamps in their slots (the i-th packet keeps the i-th
 time), so capture time still runs forwards. The same seed gives the same files.
 Lossless variants (swap, window, ack-ahead, retransmit, overlap) carry every
 byte of the original; lossy ones (drop, cut, snaplen) are scored with
@@ -44,6 +45,7 @@ from scapy.packet import Packet, Raw
 from scapy.utils import PcapReader
 
 Packets = list[Packet]
+SPAN = 0.05  # seconds: reordering moves a segment no further in capture time
 Direction = tuple[str, int, str, int]
 
 
@@ -136,10 +138,12 @@ def connection_spans(packets: Packets) -> dict[frozenset[tuple[str, int]], tuple
 def _fits(packets: Packets, spans: dict[frozenset[tuple[str, int]], tuple[int, int]],
           index: int, slot: int) -> bool:
     """Whether the data packet at `index` may move to `slot`: after its connection's first
-    packet, before its FIN (reordering across the handshake is another pathology)."""
+    packet, before its FIN (reordering across the handshake is another pathology), and
+    no further than SPAN of capture time."""
     src, sport, dst, dport = direction(packets[index])
     first, end = spans[frozenset({(src, sport), (dst, dport)})]
-    return first < slot < end or slot == index
+    near = abs(float(packets[slot].time) - float(packets[index].time)) <= SPAN
+    return slot == index or (first < slot < end and near)
 
 
 def swap(packets: Packets, settings: Settings) -> Packets:
