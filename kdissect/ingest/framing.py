@@ -113,6 +113,9 @@ class FramingSettings:
         object.__setattr__(self, "response_pattern", response_candidates(self.max_frame_size))
 
 
+_NOTHING_WAITING: deque[Frame] = deque(maxlen=0)  # shared until a response must wait
+
+
 class Exchange:
     """One Kafka connection's two framers: correlation ids in flight, frames out."""
 
@@ -121,7 +124,7 @@ class Exchange:
         self.connection, self.settings, self.out = connection, settings, out
         self.request_stream = request_stream
         self.in_flight: OrderedDict[int, int] = OrderedDict()  # correlation id: API key
-        self.waiting: deque[Frame] = deque()  # responses whose request is still on its way
+        self.waiting: deque[Frame] = _NOTHING_WAITING  # responses whose request is on its way
         self.request_framer: Framer | None = None
         self.answered = -1  # the highest correlation id answered (of a request seen)
 
@@ -139,6 +142,8 @@ class Exchange:
 
     def response(self, frame: Frame) -> None:
         if self.waiting or (self._unknown(frame) and self._request_owed()):
+            if self.waiting is _NOTHING_WAITING:
+                self.waiting = deque()
             self.waiting.append(frame)
             self._release(frame.last_ns)
         else:

@@ -118,7 +118,7 @@ class TcpStream:
         self.offset = 0  # stream offset of the next byte to deliver
         self.pending: list[tuple[int, bytes, int, int, int]] = []  # heap: offset, payload, missing, packet, time
         self.recent: deque[tuple[int, bytes]] = deque(maxlen=RECENT_SEGMENTS)
-        self.acks: deque[tuple[int, int]] = deque(maxlen=RECENT_ACKS)  # (acked end, time) beyond offset
+        self.acks: deque[tuple[int, int]] | None = None  # (acked end, time) beyond offset, once any
         self.fin_offset: int | None = None
 
     def feed(self, sink: StreamSink) -> None:
@@ -166,6 +166,8 @@ class TcpStream:
         if end <= self.offset:
             return
         acks = self.acks
+        if acks is None:
+            acks = self.acks = deque(maxlen=RECENT_ACKS)
         if not acks or end > acks[-1][0]:
             acks.append((end, timestamp))
         if self.pending:
@@ -174,6 +176,8 @@ class TcpStream:
     def acked_unseen(self) -> bool:
         """Whether the peer has acknowledged bytes of this stream not yet seen."""
         acks = self.acks
+        if not acks:
+            return False
         while acks and acks[0][0] <= self.offset:
             acks.popleft()
         return bool(acks)
@@ -192,7 +196,7 @@ class TcpStream:
         limits = self.budget.limits
         while self.pending:
             since = self.pending[0][4]
-            if self.acked_unseen():
+            if self.acked_unseen() and self.acks:
                 since, wait, reason = min(since, self.acks[0][1]), limits.acked_wait, ACKED
             else:
                 wait, reason = limits.hole_wait, LOST
