@@ -389,8 +389,8 @@ class Framer:
                     self.notes.append(warn(f"resynchronised: skipped {self.skipped} bytes before this frame"))
                 self.synced, self.skipped, self.scan, self.lookahead = True, 0, 0, 0
                 return True
-            if verdict is None and waiting is not None and later is None:
-                later = position
+            if verdict is None and waiting is not None and later is None and self._in_flight(position):
+                later = position  # worth judging again when its bytes come
             if verdict is None and waiting is None:
                 waiting = position
                 if self.requests or self._in_flight(position):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -23,7 +22,7 @@ from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
-from kdissect.present.records import json_value, message_record
+from kdissect.present.records import CaptureTime, json_value, message_record
 
 if TYPE_CHECKING:
     from kdissect.dissectors import TableSpec
@@ -357,10 +356,10 @@ _NANOSECONDS_RANGE = (pd.Timestamp.min.value, pd.Timestamp.max.value)
 
 
 def _capture_times(values: list[Any]) -> Any:
-    """Capture times at full (nanosecond) resolution; one pandas cannot hold is missing."""
+    """Capture times (integer nanoseconds, or CaptureTime) at full resolution; one pandas
+    cannot hold is missing."""
     low, high = _NANOSECONDS_RANGE
-    counts = [None if v is None else int(v.scaleb(9)) if isinstance(v, Decimal) else int(v)
-              for v in values]
+    counts = [None if v is None else v.ns if isinstance(v, CaptureTime) else int(v) for v in values]
     counts = [c if c is not None and low <= c <= high else None for c in counts]
     return pd.to_datetime(pd.Series(counts, dtype="Int64"), unit="ns", utc=True)
 

@@ -29,7 +29,7 @@ def message_record(message: Message) -> dict[str, Any]:
     return {
         "number": message.number,
         "frame": frame.last_packet,
-        "time": Decimal(frame.last_ns).scaleb(-9),  # exact seconds: see message_json
+        "time": CaptureTime(frame.last_ns),
         "stream": connection.index,
         "src": src,
         "dst": dst,
@@ -46,15 +46,32 @@ def message_record(message: Message) -> dict[str, Any]:
     }
 
 
+class CaptureTime(float):
+    """Capture time in seconds since the epoch (a float, for filters and plain JSON) that
+    keeps the exact integer nanoseconds it came from."""
+
+    __slots__ = ("ns",)
+    ns: int
+
+    def __new__(cls, nanoseconds: int) -> CaptureTime:
+        value = super().__new__(cls, nanoseconds / 1e9)
+        value.ns = nanoseconds
+        return value
+
+    def exact(self) -> str:
+        """The exact decimal: 1795952649.778123456."""
+        return f"{Decimal(self.ns).scaleb(-9):f}"
+
+
 def message_json(record: dict[str, Any]) -> str:
     """A message record as one line of JSON, its `time` the exact decimal of the capture's
-    nanoseconds (a JSON number; a float would round it)."""
+    nanoseconds (a JSON number; the float would round it)."""
     time = record.get("time")
-    if not isinstance(time, Decimal):
+    if not isinstance(time, CaptureTime):
         return json.dumps(record, ensure_ascii=True, allow_nan=False)
     text = json.dumps({**record, "time": 0}, ensure_ascii=True, allow_nan=False)
     # `number` and `frame` (integers) come first: the first "time" key is this record's own.
-    return text.replace('"time": 0', f'"time": {time:f}', 1)
+    return text.replace('"time": 0', f'"time": {time.exact()}', 1)
 
 
 def note_record(note: Note) -> dict[str, Any]:
