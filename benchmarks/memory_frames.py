@@ -29,7 +29,7 @@ from make_capture import build  # noqa: E402
 
 def measure(path: Path, trace: bool) -> dict[str, float]:
     """Run read_frames over `path` once, in this process."""
-    from kdissect.ingest.framing import read_frames
+    from kdissect.pipeline import read_frames
 
     if trace:
         tracemalloc.start()

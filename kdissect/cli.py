@@ -378,7 +378,7 @@ class _TextSink(_Sink):
         self.out, self.args = out, args
         self.summary_line, self.render_message, self.hexdump = summary_line, render_message, hexdump
         self.clock = CaptureClock()
-        self.previous: float | None = None  # the time of the previous message shown
+        self.previous: int | None = None  # the time (ns) of the previous message shown
         self.changes = ChangeMarker() if args.info else None
         self.marks: tuple[Message | None, str] = (None, "")
 
@@ -408,26 +408,28 @@ class _TextSink(_Sink):
         self.out.write("\n".join(lines) + "\n")
 
     def _when(self, message: Message) -> str:
-        """The time column, as tshark's -t r, a/ad and d (delta displayed) print it."""
-        now = message.time
+        """The time column, as tshark's -t r, a/ad and d (delta displayed) print it, from
+        the capture's integer nanoseconds."""
+        now = message.time_ns
         match self.args.time:
             case "a" | "ad":
                 return utc_date_time(now)
             case "d":
-                since = 0.0 if self.previous is None else now - self.previous
+                since = 0 if self.previous is None else now - self.previous
                 self.previous = now
-                return f"{since:.6f}"
-        start = now if self.clock.start is None else self.clock.start
-        return f"{now - start:.6f}"
+                return f"{since / 1e9:.6f}"
+        start = now if self.clock.start_ns is None else self.clock.start_ns
+        return f"{(now - start) / 1e9:.6f}"
 
 
-def utc_date_time(seconds: float) -> str:
-    """`2026-11-29 11:44:02.798123` (UTC); epoch seconds when a corrupt timestamp lies beyond
-    the calendar."""
+def utc_date_time(nanoseconds: int) -> str:
+    """`2026-11-29 11:44:02.798123` (UTC, to the microsecond, never rounded up); epoch
+    seconds when a corrupt timestamp lies beyond the calendar."""
+    seconds, fraction = divmod(nanoseconds, 1_000_000_000)
     try:
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S") + f".{fraction // 1000:06d}"
     except (ValueError, OverflowError, OSError):
-        return f"{seconds:.6f}"
+        return f"{seconds}.{fraction // 1000:06d}"
 
 
 class _JsonSink(_Sink):

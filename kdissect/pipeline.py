@@ -1,4 +1,10 @@
-"""The whole pipeline, capture file to paired messages, as one generator."""
+"""The whole pipeline, capture file to paired messages: the one place the stages are wired.
+
+records (capture, files) -> TCP segments (net) -> byte streams (reassembly) -> [TLS
+records decrypted (tls)] -> Kafka connections and frames (connections, framing) ->
+SASL secrets masked (sasl) -> messages (pair.message) -> pairs, in capture order
+(pair.pairing).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from kdissect.ingest.capture import CaptureError, Record
+from kdissect.ingest.connections import KafkaConnections
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records, source_name
-from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Frame, frames_from_records
+from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Frame
+from kdissect.ingest.net import decode_tcp
+from kdissect.ingest.reassembly import MAX_HELD_BYTES, ConnectionTracker, HoldLimits
 from kdissect.ingest.sasl import mask_secrets
 from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
@@ -18,18 +27,24 @@ if TYPE_CHECKING:
     from kdissect.ingest.tls import KeyLog
 
 KeyLogSource: TypeAlias = "KeyLog | str | os.PathLike[str] | Iterable[str | os.PathLike[str]]"
+Report = Callable[[Note], None]
 
 
 class CaptureClock:
     """Watches a capture's records go by and keeps the time of its first packet."""
 
     def __init__(self) -> None:
-        self.start: float | None = None
+        self.start_ns: int | None = None
+
+    @property
+    def start(self) -> float | None:
+        """Seconds since the epoch of the first packet (None before it went by)."""
+        return None if self.start_ns is None else self.start_ns / 1e9
 
     def watch(self, records: Iterable[Record]) -> Iterator[Record]:
         for record in records:
-            if self.start is None:
-                self.start = record[1]
+            if self.start_ns is None:
+                self.start_ns = record[1]
             yield record
 
 
@@ -39,7 +54,8 @@ def read_messages(
     ports: Iterable[int] = DEFAULT_PORTS,
     detect: bool = True,
     max_frame_size: int = MAX_FRAME_SIZE,
-    report: Callable[[Note], None] | None = None,
+    max_held: int = MAX_HELD_BYTES,
+    report: Report | None = None,
     unreadable: Callable[[int, CaptureError], None] | None = None,
     names: Sequence[str] | None = None,
     clock: CaptureClock | None = None,
@@ -56,7 +72,8 @@ def read_messages(
     is reported to the handler by its index and left out); every other problem
     is a note, either on the message it concerns or passed to `report`
     (capture-level problems). A `clock` learns the time of the capture's first
-    packet (what relative times count from) as it goes by.
+    packet (what relative times count from) as it goes by. `max_held` bounds the
+    bytes each connection holds beyond holes in its streams.
 
     `tls_keylog` (NSS key log files, or a `kdissect.ingest.tls.KeyLog`) decrypts
     TLS connections; a key log file that cannot be read raises `KeyLogError`.
@@ -72,8 +89,8 @@ def read_messages(
     records = merged_records(sources, origins, report, unreadable)
     if clock is not None:
         records = clock.watch(records)
-    frames = frames_from_records(records, ports=ports, detect=detect,
-                                 max_frame_size=max_frame_size, report=report, tls_keys=keys)
+    frames = frames_from_records(records, ports=ports, detect=detect, max_frame_size=max_frame_size,
+                                 max_held=max_held, report=report, tls_keys=keys)
     frames = mask_secrets(frames, show_secrets=show_secrets)
     return pair_messages(_messages(frames, origins))
 
@@ -84,3 +101,55 @@ def _messages(frames: Iterator[Frame], origins: PacketOrigins) -> Iterator[Messa
         message = message_from_frame(number, frame)
         message.file = name_of(frame.last_packet)
         yield message
+
+
+def read_frames(source: CaptureSource | Sequence[CaptureSource], *,
+                ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
+                max_frame_size: int = MAX_FRAME_SIZE, max_held: int = MAX_HELD_BYTES,
+                report: Report | None = None, tls_keys: KeyLog | None = None) -> Iterator[Frame]:
+    """Every Kafka frame of a capture, in the order frames are completed.
+
+    A frame's first/last packet are the lowest/highest numbered packets that carried
+    its bytes. Connections are numbered 0, 1, 2... in the order their first Kafka
+    bytes appear. Frames come out later than their last packet when they wait for
+    a hole before them to be filled or declared lost (see reassembly), when
+    resynchronisation needs the next frame to confirm them, or when a response
+    waits for its request (see framing). `max_held` bounds the bytes each
+    connection holds beyond holes; `tls_keys` decrypts TLS connections. Raises
+    CaptureError, on the first iteration, only when the source is not a readable
+    capture at all; other problems become notes on the frames or go to `report`.
+    """
+    sources: list[CaptureSource] = list(source) if isinstance(source, list | tuple) else [source]  # type: ignore[list-item]
+    origins = PacketOrigins([source_name(s) for s in sources])
+    records = merged_records(sources, origins, report)
+    return frames_from_records(records, ports=ports, detect=detect, max_frame_size=max_frame_size,
+                               max_held=max_held, report=report, tls_keys=tls_keys)
+
+
+def frames_from_records(records: Iterable[Record], *, ports: Iterable[int] = DEFAULT_PORTS,
+                        detect: bool = True, max_frame_size: int = MAX_FRAME_SIZE,
+                        max_held: int = MAX_HELD_BYTES, report: Report | None = None,
+                        tls_keys: KeyLog | None = None) -> Iterator[Frame]:
+    """read_frames over records already read (number, time in ns, linktype, data, length)."""
+    kafka = KafkaConnections(frozenset(ports), detect, max_frame_size, report or _ignore,
+                             tls_keys=tls_keys)
+    tracker = ConnectionTracker(kafka.open, HoldLimits(max_held=max_held))
+    out = kafka.out
+    segment = tracker.segment
+    for number, timestamp, linktype, data, original_length in records:
+        raw = decode_tcp(linktype, data, original_length)
+        if raw is None:
+            kafka.not_tcp(linktype)
+            continue
+        segment(number, timestamp, raw)
+        if out:
+            yield from out
+            out.clear()
+    tracker.finish()
+    kafka.finish()
+    yield from out
+    out.clear()
+
+
+def _ignore(_note: Note) -> None:
+    pass

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 from scapy.layers.inet import IP, TCP
@@ -145,6 +146,14 @@ class Record:
     timestamp: float = 0.0
     original_length: int | None = None  # more than len(data) for a snaplen-cut packet
     interface: int = 0  # pcapng only
+    ns: int | None = None  # the exact time in nanoseconds since the epoch, instead of `timestamp`
+
+    def ticks(self, units_per_second: int) -> int:
+        if self.ns is not None:
+            return self.ns * units_per_second // 10**9
+        # the float's shortest decimal form, scaled exactly: 1700000000.000003 s is
+        # 1700000000000003000 ns, not the float's nearest binary value times 1e9
+        return round(Decimal(repr(self.timestamp)) * units_per_second)
 
 
 def records(packets: Iterable[ScapyPacket | bytes], *, start: float = 1_700_000_000.0,
@@ -165,7 +174,7 @@ def pcap_bytes(items: Iterable[Record], linktype: int = LINKTYPE_ETHERNET, *,
     scale = 10**9 if nanoseconds else 10**6
     parts = [struct.pack(endian + "IHHiIII", magic, 2, 4, 0, 0, snaplen, linktype)]
     for item in items:
-        seconds, fraction = divmod(round(item.timestamp * scale), scale)
+        seconds, fraction = divmod(item.ticks(scale), scale)
         original = item.original_length if item.original_length is not None else len(item.data)
         parts.append(struct.pack(endian + "IIII", seconds, fraction, len(item.data), original))
         parts.append(item.data)
@@ -200,7 +209,7 @@ def pcapng_interface(linktype: int, *, tsresol: int | None = None, endian: str =
 
 
 def pcapng_packet(item: Record, *, units_per_second: int = 10**6, endian: str = "<") -> bytes:
-    ticks = round(item.timestamp * units_per_second)
+    ticks = item.ticks(units_per_second)
     original = item.original_length if item.original_length is not None else len(item.data)
     body = struct.pack(endian + "IIIII", item.interface, ticks >> 32, ticks & 0xFFFFFFFF,
                        len(item.data), original) + item.data

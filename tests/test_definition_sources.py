@@ -37,6 +37,7 @@ from kdissect.decode.schema import (
 )
 from kdissect.decode.schema.loader import _source_spec
 from kdissect.decode.schema.sources import kafka_python_source
+from kdissect.notes import Severity
 from kdissect.pipeline import read_messages
 
 OWN = Path(project_source().folder)  # type: ignore[arg-type]
@@ -80,7 +81,8 @@ def test_operator_definitions_win_for_the_versions_they_declare_and_the_rest_fal
     assert resolve(0, 12, "request").source in ("kafka-python", "kdissect")  # type: ignore[union-attr]
     tree = dissect_request(PRODUCE_V7)
     assert tree.children[2]["Acks"].about == "acks, as the operator's broker defines it"
-    assert [str(n) for n in tree.all_notes()] == []
+    # the crafted records field is a 3-byte stub: a partial batch (a chat note), nothing worse
+    assert [str(n) for n in tree.all_notes() if n.severity > Severity.CHAT] == []
 
 
 def test_a_kafka_clients_jar_is_read_in_place(tmp_path: Path) -> None:

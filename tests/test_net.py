@@ -52,7 +52,7 @@ def _tcp6(*extensions: ScapyPacket) -> ScapyPacket:
 
 
 def _decode(linktype: int, data: bytes, original_length: int | None = None) -> Segment | None:
-    return decode_segment(Packet(7, 1.5, linktype, data,
+    return decode_segment(Packet(7, 1_500_000_000, linktype, data,
                                  len(data) if original_length is None else original_length))
 
 
@@ -63,7 +63,7 @@ def _expect(segment: Segment | None, src: str = "10.0.0.1", dst: str = "10.0.0.2
     assert segment.dst == (ipaddress.ip_address(dst).packed, 9092)
     assert (segment.seq, segment.ack, segment.flags) == (123456, 654321, 0x18)
     assert (segment.payload, segment.missing) == (payload, missing)
-    assert (segment.packet_number, segment.timestamp) == (7, 1.5)
+    assert (segment.packet_number, segment.timestamp) == (7, 1_500_000_000)
 
 
 @pytest.mark.parametrize("tags", [(), (("q", 10),), (("ad", 100), ("q", 10)), (("q", 1), ("q", 2))],

@@ -26,7 +26,8 @@ def response_bytes(correlation_id: int, body: bytes = b"\x00\x00") -> bytes:
 
 def frame(data: bytes, direction: Direction, packet: int, time: float, stream: int = 0) -> Frame:
     connection = Connection(stream, CLIENT, (SERVER[0], SERVER[1] + stream))
-    return Frame(connection, direction, 0, data, packet, time, packet, time)
+    ns = round(time * 1e9)  # frames carry integer nanoseconds
+    return Frame(connection, direction, 0, data, packet, ns, packet, ns)
 
 
 def run(frames: list[Frame]) -> list[Message]:

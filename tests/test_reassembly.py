@@ -5,19 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from streams import Chunk, Closed, Duplicate, Gap, StreamEvent, reassemble
 
 from kdissect.ingest.net import ACK, FIN, PSH, RST, SYN, Segment
-from kdissect.ingest.reassembly import (
-    MAX_PENDING_BYTES,
-    OVERFLOW,
-    SNAPLEN,
-    Chunk,
-    Closed,
-    Duplicate,
-    Gap,
-    StreamEvent,
-    reassemble,
-)
+from kdissect.ingest.reassembly import MAX_HELD_BYTES, OVERFLOW, SNAPLEN
 from kdissect.notes import Severity
 
 CLIENT = (bytes([10, 0, 0, 1]), 40000)
@@ -38,7 +29,7 @@ class Flow:
         number = len(self.segments) + 1
         if seq is None:
             seq = (self.isn[from_client] + 1 + offset) % 2**32
-        self.segments.append(Segment(number, number / 1000, src, dst, seq, 0, flags, payload, missing))
+        self.segments.append(Segment(number, number * 1_000_000, src, dst, seq, 0, flags, payload, missing))
         return self
 
     def syn(self) -> Flow:
@@ -146,7 +137,7 @@ def test_hole_filled_late_is_not_a_gap() -> None:
 def test_out_of_order_buffer_is_bounded() -> None:
     flow = Flow().syn().add(True, 0, b"x")
     piece = b"y" * 60000
-    count = MAX_PENDING_BYTES // len(piece) + 2
+    count = MAX_HELD_BYTES // len(piece) + 2
     for i in range(count):
         flow.add(True, 1000 + i * len(piece), piece)  # bytes 1..999 never come
     events = flow.events()

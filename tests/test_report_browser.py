@@ -180,7 +180,7 @@ def large_capture(tmp_path: Path) -> Path:
     """A capture of at least 100,000 Kafka messages, from the benchmark's builder."""
     out = tmp_path / "large.pcap"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_capture.py"), str(out),
-                    "--size-mb", "24", "--mix", "mixed"], check=True, capture_output=True,
+                    "--size-mb", "32", "--mix", "mixed"], check=True, capture_output=True,
                    timeout=600)
     return out
 

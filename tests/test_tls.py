@@ -21,6 +21,7 @@ from tls_craft import Session, server_hello, tls12_session, tls13_session
 from kdissect.cli import main
 from kdissect.ingest.tls import HELLO_RETRY, KeyLog, KeyLogError, hkdf_expand_label, load_keylog
 from kdissect.notes import Note
+from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 
 CLIENT, SERVER = ("10.0.0.1", 40000), ("10.0.0.2", 9092)
@@ -44,12 +45,17 @@ def conversation(session: Session, *, client: tuple[str, int] = CLIENT,
 
 
 def decode(*talks: Conversation, keylog: str | None) -> tuple[list[tuple[bool, bytes]], list[str]]:
+    messages, problems = decode_messages(*talks, keylog=keylog)
+    return [(m.is_request, m.frame.data) for m in messages], problems
+
+
+def decode_messages(*talks: Conversation, keylog: str | None) -> tuple[list[Message], list[str]]:
     packets = [packet for talk in talks for packet in talk.packets]
     problems: list[Note] = []
     keys = None if keylog is None else KeyLog.from_text(keylog)
     messages = list(read_messages(io.BytesIO(pcap_bytes(records(packets, wrap=ethernet))),
                                   report=problems.append, tls_keylog=keys))
-    return [(m.is_request, m.frame.data) for m in messages], [str(p) for p in problems]
+    return messages, [str(p) for p in problems]
 
 
 def clear(requests: list[bytes] = REQUESTS, responses: list[bytes] = RESPONSES) -> list[tuple[bool, bytes]]:
@@ -243,9 +249,16 @@ def test_records_after_lost_bytes_are_found_again_and_decrypt() -> None:
     lost = 9  # the second response's record (3 TCP handshake packets, 3 TLS flights, 3 more)
     talk.packets = [packet for index, packet in enumerate(talk.packets) if index != lost]
     fine = conversation(other, client=("10.0.0.1", 40001))
-    messages, problems = decode(talk, fine, keylog=session.keylog + other.keylog)
+    found, problems = decode_messages(talk, fine, keylog=session.keylog + other.keylog)
     expected = [m for m in clear() if m != (False, RESPONSES[1])]
-    assert messages == expected + clear()
+    # each direction of each connection in its own order (what comes after a hole is held
+    # until the hole is known lost, so it may come out after later bytes of the other side)
+    def streams(items: list[tuple[bool, bytes]]) -> list[list[bytes]]:
+        return [[data for is_request, data in items if is_request == side] for side in (True, False)]
+
+    by_connection = [streams([(m.is_request, m.frame.data) for m in found
+                              if m.frame.connection.client[1] == port]) for port in (40000, 40001)]
+    assert by_connection == [streams(expected), streams(clear())]
     assert len(problems) == 1 and "found again by trying the sequence numbers" in problems[0]
 
 

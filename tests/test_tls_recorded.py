@@ -265,8 +265,13 @@ def test_records_after_a_lost_packet_are_found_again(recordings: Recordings, nam
     drop_packet(run["pcap"], target.frame.last_packet, lossy)
     after, problems = decode(lossy, run["keylog"])
     assert len(problems) == 1 and "found again" in problems[0]
-    kept = [(m.is_request, m.correlation_id, m.frame.data) for m in messages if m is not target]
-    assert [(m.is_request, m.correlation_id, m.frame.data) for m in after] == kept
+    # each direction in its own order: what follows the lost record is held until the loss is
+    # known, so it may come out after later messages of the other direction
+    def directions(found: list[Any]) -> list[list[tuple[int | None, bytes]]]:
+        return [[(m.correlation_id, m.frame.data) for m in found if m.is_request == side]
+                for side in (True, False)]
+
+    assert directions(after) == directions([m for m in messages if m is not target])
 
 
 @pytest.mark.broker
@@ -299,7 +304,7 @@ def test_cli_marks_decrypted_messages_and_json_carries_tls(
     assert lines and all(" [tls]" in line for line in lines)
     assert main([str(run["pcap"]), "--tls-keylog", str(run["keylog"]), "-T", "jsonl"]) == 0
     out = capsys.readouterr().out
-    assert '"tls": true' in out and "alice-secret" not in out
+    assert '"tls":true' in out.replace(" ", "") and "alice-secret" not in out
     keys = Path(run["keylog"]).read_text().split()
     assert not any(len(word) >= 64 and word in out for word in keys)  # no secret in any output
 

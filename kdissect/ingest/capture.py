@@ -32,13 +32,13 @@ class Reader(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 
 
-Record = tuple[int, float, int, bytes, int]  # number, timestamp, linktype, data, original length
+Record = tuple[int, int, int, bytes, int]  # number, time (ns since the epoch), linktype, data, original length
 
 PCAP_MAGICS = {
-    b"\xd4\xc3\xb2\xa1": ("<", 1e-6),
-    b"\xa1\xb2\xc3\xd4": (">", 1e-6),
-    b"\x4d\x3c\xb2\xa1": ("<", 1e-9),
-    b"\xa1\xb2\x3c\x4d": (">", 1e-9),
+    b"\xd4\xc3\xb2\xa1": ("<", 1000),  # nanoseconds per unit of the sub-second part
+    b"\xa1\xb2\xc3\xd4": (">", 1000),
+    b"\x4d\x3c\xb2\xa1": ("<", 1),
+    b"\xa1\xb2\x3c\x4d": (">", 1),
 }
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 MAX_RECORD = 16 * 1024 * 1024  # larger captured lengths mean a corrupt record header
@@ -55,7 +55,7 @@ QUIET_BLOCKS = {4, 5, 7, 8, 9, 10, 0x80000001, 0x00000BAD, 0x40000BAD}  # NRB, I
 @dataclass(frozen=True, slots=True)
 class Packet:
     number: int  # 1-based position in the capture, as Wireshark numbers frames
-    timestamp: float  # seconds since the epoch
+    timestamp: int  # nanoseconds since the epoch (exact: no float rounding)
     linktype: int  # LINKTYPE_* of the interface the packet came from
     data: bytes  # the captured bytes
     original_length: int  # length on the wire; more than len(data) when cut by snaplen
@@ -137,7 +137,7 @@ def _read_exact(stream: Reader, size: int) -> bytes:
 @dataclass(frozen=True, slots=True)
 class _PcapLayout:
     endian: str
-    resolution: float  # seconds per timestamp unit
+    resolution: int  # nanoseconds per unit of the sub-second part
     snaplen: int
     linktype: int
 
@@ -151,7 +151,7 @@ class _PcapLayout:
         if len(header) - position < 16:
             return None
         when, fraction, captured, original = struct.unpack_from(self.endian + "IIII", header, position)
-        if abs(when - seconds) > 86400 or fraction * self.resolution >= 1.0:
+        if abs(when - seconds) > 86400 or fraction * self.resolution >= 1_000_000_000:
             return None
         if captured > max(self.snaplen, 65535) or not captured <= original <= MAX_RECORD:
             return None
@@ -198,7 +198,7 @@ def _pcap_run(stream: Reader, layout: _PcapLayout, number: int, seconds: int,
                 return number, seconds, None
         number += 1
         seconds = when
-        yield number, when + fraction * resolution, linktype, data, original
+        yield number, when * 1_000_000_000 + fraction * resolution, linktype, data, original
 
 
 def _resume(stream: Reader, header: bytes, layout: _PcapLayout, number: int, seconds: int,
@@ -303,7 +303,7 @@ class _OversizedRecords:
 class _Interface:
     linktype: int
     snaplen: int
-    divisor: float  # timestamp units per second
+    divisor: int  # timestamp units per second
     offset: int  # seconds added to every timestamp
 
 
@@ -372,7 +372,7 @@ def _section_problem(head: bytes) -> str | None:
 
 
 def _pcapng_block(section: _Section, block_type: int, body: bytes, number: int,
-                  report: Report) -> tuple[float, int, bytes, int] | None:
+                  report: Report) -> tuple[int, int, bytes, int] | None:
     """(timestamp, linktype, data, original length) for a packet block, None otherwise."""
     if block_type == BLOCK_EPB:
         return _enhanced_packet(section, body, number, report)
@@ -388,7 +388,7 @@ def _pcapng_block(section: _Section, block_type: int, body: bytes, number: int,
 
 
 def _enhanced_packet(section: _Section, body: bytes, number: int,
-                     report: Report) -> tuple[float, int, bytes, int] | None:
+                     report: Report) -> tuple[int, int, bytes, int] | None:
     if len(body) < 24:
         report(error(f"enhanced packet block after packet {number} is too short; skipped"))
         return None
@@ -398,7 +398,7 @@ def _enhanced_packet(section: _Section, body: bytes, number: int,
 
 
 def _obsolete_packet(section: _Section, body: bytes, number: int,
-                     report: Report) -> tuple[float, int, bytes, int] | None:
+                     report: Report) -> tuple[int, int, bytes, int] | None:
     if len(body) < 24:
         report(error(f"packet block after packet {number} is too short; skipped"))
         return None
@@ -409,19 +409,19 @@ def _obsolete_packet(section: _Section, body: bytes, number: int,
 
 
 def _simple_packet(section: _Section, body: bytes, number: int,
-                   report: Report) -> tuple[float, int, bytes, int] | None:
+                   report: Report) -> tuple[int, int, bytes, int] | None:
     if not section.interfaces:
         report(error(f"simple packet block after packet {number} comes before any interface; skipped"))
         return None
     (original,) = struct.unpack_from(section.endian + "I", body)
     interface = section.interfaces[0]
     captured = min(original, len(body) - 8, interface.snaplen or original)  # less the trailer
-    return 0.0, interface.linktype, body[4:4 + captured], original  # the block has no timestamp
+    return 0, interface.linktype, body[4:4 + captured], original  # the block has no timestamp
 
 
 def _packet_record(section: _Section, interface_id: int, ticks: int, body: bytes, start: int,
                    captured: int, original: int, number: int,
-                   report: Report) -> tuple[float, int, bytes, int] | None:
+                   report: Report) -> tuple[int, int, bytes, int] | None:
     if interface_id >= len(section.interfaces):
         report(error(f"packet {number + 1} names interface {interface_id}, which the file "
                      "never described; skipped"))
@@ -431,7 +431,7 @@ def _packet_record(section: _Section, interface_id: int, ticks: int, body: bytes
                      "the bytes present are used"))
         captured = len(body) - start
     interface = section.interfaces[interface_id]
-    timestamp = ticks / interface.divisor + interface.offset
+    timestamp = ticks * 1_000_000_000 // interface.divisor + interface.offset * 1_000_000_000
     return timestamp, interface.linktype, body[start:start + captured], original
 
 
@@ -439,9 +439,9 @@ def _interface(section: _Section, body: bytes, report: Report) -> _Interface:
     if len(body) < 12:  # the block (its trailing length included) ends before the snap length
         linktype = struct.unpack_from(section.endian + "H", body)[0] if len(body) >= 8 else NO_LINKTYPE
         report(warn(f"interface {len(section.interfaces)}: its description block is cut short"))
-        return _Interface(linktype, 0, 1e6, 0)
+        return _Interface(linktype, 0, 1_000_000, 0)
     linktype, _reserved, snaplen = struct.unpack_from(section.endian + "HHI", body)
-    divisor, offset = 1e6, 0
+    divisor, offset = 1_000_000, 0
     block = struct.pack(section.endian + "II", BLOCK_IDB, len(body) + 8) + body
     import dpkt.pcapng  # only pcapng needs it; importing dpkt costs 60 ms of start-up
 
@@ -451,10 +451,10 @@ def _interface(section: _Section, body: bytes, report: Report) -> _Interface:
         for option in parser(block).opts:
             if option.code == dpkt.pcapng.PCAPNG_OPT_IF_TSRESOL and option.data:
                 exponent = option.data[0]
-                divisor = float(2 ** (exponent & 0x7F) if exponent & 0x80 else 10 ** (exponent & 0x7F))
+                divisor = 2 ** (exponent & 0x7F) if exponent & 0x80 else 10 ** (exponent & 0x7F)
             elif option.code == dpkt.pcapng.PCAPNG_OPT_IF_TSOFFSET and len(option.data) >= 8:
                 (offset,) = struct.unpack(section.endian + "q", option.data[:8])
     except (dpkt.UnpackError, struct.error, ValueError, IndexError):
         report(warn(f"interface {len(section.interfaces)}: its options are malformed; "
                     "microsecond timestamps assumed"))
-    return _Interface(linktype, snaplen, divisor or 1e6, offset)
+    return _Interface(linktype, snaplen, divisor or 1_000_000, offset)

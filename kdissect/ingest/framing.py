@@ -1,56 +1,58 @@
 """Stage 4: Kafka's 4-byte size prefix, turning byte streams into frames.
 
-`read_frames` is the whole first half of the pipeline: capture records, TCP
-segments, reassembly, then framing. Which connections are Kafka is decided
-here (a known port, or the first bytes of a stream), as are the client and
-server roles. Each direction of a Kafka connection has a `_Framer` that cuts
-its bytes at the size prefixes; after a gap, or when the capture starts in the
-middle of a connection, it scans for the next plausible Kafka header instead of
-reading garbage as sizes (resynchronisation).
+Each direction of a Kafka connection has a `Framer` that cuts its in-order bytes
+at the size prefixes. After a gap, or when the capture starts in the middle of
+a connection, it scans for the next frame start instead of reading garbage as
+sizes (resynchronisation), using everything the connection has told so far:
+
+- a response candidate's correlation id must be that of a request still in
+  flight on the connection (with none known: the next response's id must follow
+  it closely), and its size plausible for that request's API;
+- a request candidate needs a known API key and version, a printable client id,
+  a well-formed tagged section in a flexible header, and a plausible size for
+  its API;
+- either way the next frame boundary must parse too, or the data end exactly
+  there; a candidate larger than `RESYNC_WAIT` cannot be confirmed and is not taken.
+
+The two framers of a connection share an `Exchange`, which follows the
+correlation ids in flight and emits frames. A response whose request is still
+on its way (the request stream holds data behind a hole, or the peer has
+acknowledged request bytes the capture has not shown yet) waits, boundedly, so
+that it comes out after its request, as it was sent.
 """
 
 from __future__ import annotations
 
 import enum
-import os
 import struct
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, BinaryIO
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
-from kdissect.ingest.capture import Record, read_records
 from kdissect.ingest.detect import (
     REQUEST_HEADER_LENGTH,
     RESPONSE_HEADER_LENGTH,
-    looks_like_tls,
-    plausible_request,
+    largest_plausible,
     request_candidates,
+    request_header_check,
     response_candidates,
     response_header,
 )
-from kdissect.ingest.net import (
-    Address,
-    decode_tcp,
-    format_address,
-    supported_linktype,
-    unsupported_linktype_note,
-)
-from kdissect.ingest.reassembly import ConnectionTracker, TcpConnection
+from kdissect.ingest.net import Address, format_address
 from kdissect.notes import Note, chat, error, warn
-
-if TYPE_CHECKING:
-    from kdissect.ingest.tls import KeyLog, TlsLayer
 
 DEFAULT_PORTS = (9092,)
 MAX_FRAME_SIZE = 100 * 1024 * 1024
-RESYNC_WAIT = 256 * 1024  # bytes a resynchronisation candidate may wait for its confirmation
-HOLD_LIMIT = 64 * 1024  # bytes held per connection while deciding whether it is Kafka
+RESYNC_WAIT = 4 * 1024 * 1024  # bytes a resynchronisation candidate may wait for its confirmation
 MAX_IN_FLIGHT = 1024  # correlation ids remembered per connection for resynchronisation
 CORRELATION_STEP = 64  # how far apart consecutive responses' correlation ids may plausibly be
+MAX_WAITING = 256  # responses held per connection until their request comes
+RESPONSE_WAIT = 1_000_000_000  # ns of capture time a response waits for its request
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
+_REQUEST_IDS = struct.Struct(">hhi")  # API key, version, correlation id
 Report = Callable[[Note], None]
 
 
@@ -82,320 +84,138 @@ class Frame:
     stream_offset: int  # where the size prefix starts in this direction's byte stream
     data: bytes  # the whole frame, size prefix included (a prefix of it if incomplete)
     first_packet: int
-    first_time: float
+    first_ns: int  # capture time of the first packet, integer nanoseconds since the epoch
     last_packet: int
-    last_time: float
+    last_ns: int
     complete: bool = True  # False when the frame straddles a gap or the capture's end
     notes: tuple[Note, ...] = ()
 
+    @property
+    def first_time(self) -> float:
+        """Seconds since the epoch (a float: nanoseconds beyond 2^53 are rounded)."""
+        return self.first_ns / 1e9
 
-def read_frames(source: str | os.PathLike[str] | BinaryIO, *,
-                ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
-                max_frame_size: int = MAX_FRAME_SIZE,
-                report: Report | None = None, tls_keys: KeyLog | None = None) -> Iterator[Frame]:
-    """Every Kafka frame of a capture, in the capture order of each frame's last packet.
-
-    A frame's first/last packet are the lowest/highest numbered packets that carried
-    its bytes (the last one completed it). Connections are numbered 0, 1, 2... in
-    the order their first Kafka bytes appear. Two kinds of frames come out later
-    than their last packet: a response found by resynchronisation whose request is
-    not in the capture (it waits for the next response to confirm it), and frames
-    held behind a hole in the stream until the hole is known to be lost (the peer
-    acknowledges the missing bytes, the connection ends, or the out-of-order buffer
-    fills). Raises CaptureError, on the first iteration, only when the source is
-    not a readable capture at all; other problems become notes on the frames or go
-    to `report`.
-    """
-    records = read_records(source, report)
-    return frames_from_records(records, ports=ports, detect=detect,
-                               max_frame_size=max_frame_size, report=report, tls_keys=tls_keys)
+    @property
+    def last_time(self) -> float:
+        return self.last_ns / 1e9
 
 
-def frames_from_records(records: Iterable[Record], *, ports: Iterable[int] = DEFAULT_PORTS,
-                        detect: bool = True, max_frame_size: int = MAX_FRAME_SIZE,
-                        report: Report | None = None,
-                        tls_keys: KeyLog | None = None) -> Iterator[Frame]:
-    """read_frames over records already read (number, timestamp, linktype, data, length).
+@dataclass(frozen=True, slots=True)
+class FramingSettings:
+    """What every framer of one read shares."""
 
-    With `tls_keys`, TLS connections are decrypted and Kafka is looked for in the plaintext.
-    """
-    context = _Context(frozenset(ports), detect, max_frame_size, report or _ignore)
-    context.tls_keys = tls_keys
-    tracker = ConnectionTracker(context.open_connection)
-    out = context.out
-    segment = tracker.segment
-    for number, timestamp, linktype, data, original_length in records:
-        raw = decode_tcp(linktype, data, original_length)
-        if raw is None:
-            context.check_linktype(linktype)
-            continue
-        segment(number, timestamp, raw)
-        if out:
-            yield from out
-            out.clear()
-    tracker.finish()
-    yield from out
-    out.clear()
+    max_frame_size: int
+    report: Report
+    request_pattern: object = field(init=False)
+    response_pattern: object = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "request_pattern", request_candidates(self.max_frame_size))
+        object.__setattr__(self, "response_pattern", response_candidates(self.max_frame_size))
 
 
-def _ignore(_note: Note) -> None:
-    pass
+_NOTHING_WAITING: deque[Frame] = deque(maxlen=0)  # shared until a response must wait
 
 
-class _Context:
-    """What every connection of one read shares: settings, numbering, the output queue."""
+class RequestStream(Protocol):
+    """What an exchange asks of its request stream (TCP, or the plaintext of TLS)."""
 
-    def __init__(self, ports: frozenset[int], detect: bool, max_frame_size: int,
-                 report: Report) -> None:
-        self.ports, self.detect, self.report = ports, detect, report
-        self.max_frame_size = max_frame_size
-        self.out: list[Frame] = []
-        self.next_index = 0
-        self.linktypes_seen: set[int] = set()
-        self.request_candidates = request_candidates(max_frame_size)
-        self.response_candidates = response_candidates(max_frame_size)
-        self.tls_keys: KeyLog | None = None
-        self.tls_sessions: dict[bytes, bytes] = {}  # TLS 1.2 session id -> master secret
-
-    def open_connection(self, tcp: TcpConnection) -> _KafkaConnection | None:
-        (_ip0, port0), (_ip1, port1) = tcp.addresses
-        on_port = (port0 in self.ports, port1 in self.ports)
-        if not (self.detect or any(on_port)):
-            return None
-        return _KafkaConnection(self, tcp, on_port)
-
-    def new_connection(self, client: Address, server: Address, tls: bool = False) -> Connection:
-        self.next_index += 1
-        return Connection(self.next_index - 1, client, server, tls)
-
-    def check_linktype(self, linktype: int) -> None:
-        if linktype not in self.linktypes_seen:
-            self.linktypes_seen.add(linktype)
-            if not supported_linktype(linktype):
-                self.report(unsupported_linktype_note(linktype))
+    def owes(self) -> bool: ...
 
 
-class _Verdict(enum.Enum):
-    WAIT = "wait"
-    KAFKA = "kafka"
-    OTHER = "other"
-    TLS = "tls"
+class Exchange:
+    """One Kafka connection's two framers: correlation ids in flight, frames out."""
+
+    def __init__(self, connection: Connection, settings: FramingSettings, out: list[Frame],
+                 request_stream: RequestStream | None) -> None:
+        self.connection, self.settings, self.out = connection, settings, out
+        self.request_stream = request_stream
+        self.in_flight: OrderedDict[int, int] = OrderedDict()  # correlation id: API key
+        self.waiting: deque[Frame] = _NOTHING_WAITING  # responses whose request is on its way
+        self.request_framer: Framer | None = None
+        self.answered = -1  # the highest correlation id answered (of a request seen)
+
+    def request(self, frame: Frame) -> None:
+        data = frame.data
+        if len(data) >= 12:
+            api_key, _version, correlation_id = _REQUEST_IDS.unpack_from(data, 4)
+            in_flight = self.in_flight
+            in_flight[correlation_id] = api_key
+            if len(in_flight) > MAX_IN_FLIGHT:
+                in_flight.popitem(last=False)
+        self.out.append(frame)
+        if self.waiting:
+            self._release(frame.last_ns)
+
+    def response(self, frame: Frame) -> None:
+        if self.waiting or (self._unknown(frame) and self._request_owed()):
+            if self.waiting is _NOTHING_WAITING:
+                self.waiting = deque()
+            self.waiting.append(frame)
+            self._release(frame.last_ns)
+        else:
+            self._answer(frame)
+
+    def request_lost(self) -> None:
+        """The request stream lost bytes or ended: no response waits for it any more."""
+        while self.waiting:
+            self._answer(self.waiting.popleft())
+
+    def _release(self, now: int) -> None:
+        waiting = self.waiting
+        while waiting:
+            head = waiting[0]
+            if (self._unknown(head) and self._request_owed() and len(waiting) <= MAX_WAITING
+                    and now - head.last_ns <= RESPONSE_WAIT):
+                return
+            self._answer(waiting.popleft())
+
+    def _unknown(self, frame: Frame) -> bool:
+        return len(frame.data) >= 8 and _CORRELATION.unpack_from(frame.data, 4)[0] not in self.in_flight
+
+    def _request_owed(self) -> bool:
+        framer = self.request_framer
+        stream = self.request_stream
+        return bool(framer is not None and framer.buffer) or (stream is not None and stream.owes())
+
+    def _answer(self, frame: Frame) -> None:
+        if len(frame.data) >= 8:
+            correlation_id = _CORRELATION.unpack_from(frame.data, 4)[0]
+            in_flight = self.in_flight
+            if correlation_id in in_flight:  # answered in order: older ones lost their answers
+                self.answered = max(self.answered, correlation_id)
+                while in_flight:
+                    oldest, _api = in_flight.popitem(last=False)
+                    if oldest == correlation_id:
+                        break
+        self.out.append(frame)
 
 
-class _KafkaConnection:
-    """A TCP connection that may be Kafka: decides, then frames both directions."""
-
-    def __init__(self, context: _Context, tcp: TcpConnection | TlsLayer,
-                 on_port: tuple[bool, bool], tls: bool = False) -> None:
-        self.context, self.tcp, self.on_port, self.tls = context, tcp, on_port, tls
-        self.decrypted: tuple[TlsLayer, _KafkaConnection] | None = None
-        self.verdict = _Verdict.WAIT
-        self.heads = (bytearray(), bytearray())  # first bytes of each direction, for the decision
-        self.head_closed = [False, False]  # a gap came before enough bytes
-        self.held: list[tuple[str, int, tuple]] = []  # events kept until the decision
-        self.held_bytes = 0
-        self.framers: list[_Framer] = []
-        self.in_flight: dict[int, None] = {}  # correlation ids of requests not yet answered
-
-    # --- events from reassembly, until the decision (then the framers get them directly) ---
-
-    def sinks(self) -> tuple[_Undecided, _Undecided]:
-        return _Undecided(self, 0), _Undecided(self, 1)
-
-    def data(self, side: int, offset: int, payload: bytes, number: int, timestamp: float,
-             notes: tuple[Note, ...]) -> None:
-        if self.verdict is _Verdict.WAIT:
-            self._hold("data", side, (offset, payload, number, timestamp, notes), len(payload))
-            head = self.heads[side]
-            if not self.head_closed[side] and len(head) < REQUEST_HEADER_LENGTH:
-                head += payload[:REQUEST_HEADER_LENGTH - len(head)]
-            self._decide(final=False)
-
-    def gap(self, side: int, offset: int, size: int, number: int, timestamp: float,
-            reason: str) -> None:
-        if self.verdict is _Verdict.WAIT:
-            self._hold("gap", side, (offset, size, number, timestamp, reason), 0)
-            self.head_closed[side] = True
-            self._decide(final=False)
-
-    def close(self) -> None:
-        if self.verdict is _Verdict.WAIT and self.held:
-            self._decide(final=True)
-        if self.verdict is _Verdict.KAFKA:
-            for framer in self.framers:
-                framer.finish()
-        if self.decrypted is not None:
-            self.decrypted[1].close()
-            self.decrypted[0].close()
-        self.held.clear()
-
-    # --- deciding ---
-
-    def _hold(self, kind: str, side: int, event: tuple, size: int) -> None:
-        self.held.append((kind, side, event))
-        self.held_bytes += size
-
-    def _decide(self, *, final: bool) -> None:
-        final = final or self.held_bytes > HOLD_LIMIT
-        verdict, client = self._classify(final)
-        if verdict is _Verdict.WAIT and final:
-            verdict = _Verdict.OTHER
-        self.verdict = verdict
-        if verdict is _Verdict.TLS and self.context.tls_keys is not None:
-            self._decrypt(self.context.tls_keys)
-            return
-        if verdict is _Verdict.TLS:
-            first, second = (format_address(a) for a in self.tcp.addresses)
-            self.context.report(warn(f"{first} <-> {second}: TLS, no keys (no key log given)"))
-        if verdict is _Verdict.KAFKA and client is not None:
-            self._start(client)
-        elif verdict is not _Verdict.WAIT:
-            self.tcp.streams = None  # not Kafka: reassembly stops, the tracker drops its packets
-        if verdict is not _Verdict.WAIT:
-            self.held.clear()
-
-    def _classify(self, final: bool) -> tuple[_Verdict, int | None]:
-        heads = self.heads
-        ready = [len(h) >= REQUEST_HEADER_LENGTH or self.head_closed[i] or final
-                 for i, h in enumerate(heads)]
-        if not self.tls and (any(self.on_port) or self.context.tls_keys is not None) and any(
-                looks_like_tls(head) for head in heads):
-            return _Verdict.TLS, None
-        if any(self.on_port) and not any(
-                len(h) >= 3 or self.head_closed[i] or final for i, h in enumerate(heads)):
-            return _Verdict.WAIT, None
-        client = self.tcp.syn_sender
-        if client is None and self.on_port[0] != self.on_port[1]:
-            client = 0 if self.on_port[1] else 1
-        if client is None:
-            client = _requesting_side(heads, self.context.max_frame_size)
-        if any(self.on_port):
-            if client is None:
-                if not all(ready):
-                    return _Verdict.WAIT, None
-                client = _higher_port_side(self.tcp.addresses)
-            return _Verdict.KAFKA, client
-        return self._detected(client, ready)
-
-    def _detected(self, client: int | None, ready: list[bool]) -> tuple[_Verdict, int | None]:
-        """Kafka on an unknown port: the client's first bytes must be a request header."""
-        if client is None:
-            return (_Verdict.OTHER if all(ready) else _Verdict.WAIT), None
-        plausible = plausible_request(self.heads[client], 0, self.context.max_frame_size)
-        if plausible is None:
-            return (_Verdict.OTHER if ready[client] else _Verdict.WAIT), None
-        return (_Verdict.KAFKA if plausible else _Verdict.OTHER), client
-
-    def _start(self, client: int) -> None:
-        addresses = self.tcp.addresses
-        connection = self.context.new_connection(addresses[client], addresses[1 - client],
-                                                 self.tls)
-        streams = self.tcp.streams
-        starts = [bool(streams and streams[side].from_start) for side in (0, 1)]
-        self.framers = [
-            _Framer(self, connection, Direction.REQUEST if side == client else Direction.RESPONSE,
-                    synced=starts[side])
-            for side in (0, 1)
-        ]
-        if streams is not None:
-            for side, framer in enumerate(self.framers):
-                streams[side].sink = framer
-        for kind, side, event in self.held:
-            if kind == "data":
-                self.framers[side].data(*event)
-            else:
-                self.framers[side].gap(*event)
-
-    def _decrypt(self, keys: KeyLog) -> None:
-        """TLS with a key log: a TLS layer takes the ciphertext, and a connection of its
-        own decides on the plaintext whether it is Kafka, then frames it."""
-        from kdissect.ingest.tls import TlsLayer
-
-        first, second = (format_address(a) for a in self.tcp.addresses)
-        layer = TlsLayer(self.tcp, keys, f"{first} <-> {second}", self.context.report,
-                         self.context.tls_sessions, quiet=not any(self.on_port))
-        inner = _KafkaConnection(self.context, layer, self.on_port, tls=True)
-        for plain, sink in zip(layer.plain_streams, inner.sinks(), strict=True):
-            plain.sink = sink
-        streams = self.tcp.streams
-        if streams is not None:
-            for side, reader in enumerate(layer.sinks()):
-                streams[side].sink = reader
-        self.decrypted = (layer, inner)
-        held, self.held = self.held, []
-        for kind, side, event in held:
-            getattr(layer.sinks()[side], kind)(*event)
-
-    # --- correlation ids, for resynchronising responses ---
-
-    def request_seen(self, correlation_id: int) -> None:
-        self.in_flight[correlation_id] = None
-        if len(self.in_flight) > MAX_IN_FLIGHT:
-            del self.in_flight[next(iter(self.in_flight))]
-
-
-class _Undecided:
-    """One side of a connection not yet known to be Kafka: events go to the connection."""
-
-    def __init__(self, owner: _KafkaConnection, side: int) -> None:
-        self.owner, self.side = owner, side
-
-    def data(self, offset: int, payload: bytes, number: int, timestamp: float,
-             notes: tuple[Note, ...]) -> None:
-        self.owner.data(self.side, offset, payload, number, timestamp, notes)
-
-    def gap(self, offset: int, size: int, number: int, timestamp: float, reason: str) -> None:
-        self.owner.gap(self.side, offset, size, number, timestamp, reason)
-
-    def duplicate(self, offset: int, size: int, number: int, differs: bool) -> None:
-        pass  # nothing decided yet: nothing to annotate
-
-
-def _requesting_side(heads: tuple[bytearray, bytearray], max_size: int) -> int | None:
-    """The side whose first bytes are a request header.
-
-    A response with a small correlation id also reads as a Produce request (key 0,
-    version = the id), so when both sides qualify, the client is the side whose
-    correlation id the other side's first bytes answer.
-    """
-    plausible = [plausible_request(head, 0, max_size) is True for head in heads]
-    if plausible[0] != plausible[1]:
-        return 0 if plausible[0] else 1
-    if not plausible[0]:
-        return None
-    for side in (0, 1):
-        if heads[side][8:12] == heads[1 - side][4:8]:
-            return side
-    return 0  # the side that spoke first
-
-
-def _higher_port_side(addresses: tuple[Address, Address]) -> int:
-    """Last resort for roles: clients usually have the higher (ephemeral) port."""
-    return 0 if addresses[0][1] >= addresses[1][1] else 1
-
-
-class _Framer:
+class Framer:
     """One direction of a Kafka connection: in-order bytes and gaps in, frames out."""
 
-    def __init__(self, owner: _KafkaConnection, connection: Connection, direction: Direction, *,
-                 synced: bool) -> None:
-        self.owner, self.connection, self.direction = owner, connection, direction
+    def __init__(self, exchange: Exchange, direction: Direction, *, synced: bool) -> None:
+        self.exchange, self.direction = exchange, direction
+        self.connection = exchange.connection
         self.requests = direction is Direction.REQUEST
-        self.max_size = owner.context.max_frame_size
-        self.out = owner.context.out
+        self.emit = exchange.request if self.requests else exchange.response
+        self.max_size = exchange.settings.max_frame_size
         self.buffer = bytearray()
         self.buffer_offset = 0  # stream offset of buffer[0]
         # start, end, packet, time, notes of the buffered bytes, in stream order
-        self.chunks: deque[tuple[int, int, int, float, tuple[Note, ...]]] = deque()
+        self.chunks: deque[tuple[int, int, int, int, tuple[Note, ...]]] = deque()
         self.synced = synced  # the buffer starts at a frame boundary
         self.skip_to = 0  # bytes before this offset belong to an incomplete frame already yielded
         self.notes: list[Note] = []  # for the next frame
         self.scan = 0  # resynchronisation: buffer position where scanning goes on
         self.skipped = 0  # bytes discarded while resynchronising
+        self.lookahead = 0  # stream offset where scanning past a waiting candidate goes on
+        if self.requests:
+            exchange.request_framer = self
 
     # --- input ---
 
-    def data(self, offset: int, payload: bytes, number: int, timestamp: float,
+    def data(self, offset: int, payload: bytes, number: int, timestamp: int,
              notes: tuple[Note, ...]) -> None:
         if offset < self.skip_to:
             cut = self.skip_to - offset
@@ -408,12 +228,14 @@ class _Framer:
             self._append(offset, payload, number, timestamp, notes)
             self._drain()
 
-    def gap(self, offset: int, size: int, number: int, timestamp: float, reason: str) -> None:
+    def gap(self, offset: int, size: int, number: int, timestamp: int, reason: str) -> None:
         if offset < self.skip_to:
             cut = min(self.skip_to - offset, size)
             offset, size = offset + cut, size - cut
             if not size:
                 return
+        if not self.synced and self.buffer:  # no more bytes will come before the gap
+            self._drain(final=True)
         frame_end = self._frame_end()
         if frame_end is not None:
             where = offset - self.buffer_offset
@@ -433,27 +255,29 @@ class _Framer:
         if self.buffer and offset >= self.buffer_offset:
             self.notes.append(chat(f"packet {number}: {size} bytes retransmitted (delivered once)"))
         elif differs:
-            self.owner.context.report(warn(
+            self.exchange.settings.report(warn(
                 f"{self.connection} {self.direction}: packet {number} retransmits bytes of an "
                 f"earlier frame with different content (first copy kept)"))
 
     def finish(self) -> None:
         """The connection ended: what is left is an incomplete frame or unframed bytes."""
         if not self.synced and self.buffer and self._resync(final=True):
-            self._drain()
+            self._drain(final=True)
         frame_end = self._frame_end()
         if frame_end is not None and self.synced:
             missing = frame_end - self.buffer_offset - len(self.buffer)
             self._take(len(self.buffer), complete=False, extra=warn(
                 f"the capture ends {missing} bytes before the end of this frame", len(self.buffer)))
         elif self.buffer:
-            self.owner.context.report(warn(
+            self.exchange.settings.report(warn(
                 f"{self.connection} {self.direction}: {len(self.buffer)} bytes at stream offset "
                 f"{self.buffer_offset} could not be framed"))
+        if self.requests:
+            self.exchange.request_lost()
 
     # --- framing ---
 
-    def _frames_in(self, offset: int, payload: bytes, number: int, timestamp: float,
+    def _frames_in(self, offset: int, payload: bytes, number: int, timestamp: int,
                    notes: tuple[Note, ...]) -> None:
         """The fast path: frames cut straight from a payload that starts at a frame boundary."""
         position, length = 0, len(payload)
@@ -468,14 +292,15 @@ class _Framer:
                 self.notes.clear()
             else:
                 extra = ()
-            self._emit(offset + position, data, number, timestamp, number, timestamp, True, extra)
+            self.emit(Frame(self.connection, self.direction, offset + position, data, number,
+                            timestamp, number, timestamp, True, extra))
             position = end
         if position < length:
             self._append(offset + position, payload[position:] if position else payload,
                          number, timestamp, notes)
             self._drain()
 
-    def _append(self, offset: int, payload: bytes, number: int, timestamp: float,
+    def _append(self, offset: int, payload: bytes, number: int, timestamp: int,
                 notes: tuple[Note, ...]) -> None:
         if not self.buffer:
             self.buffer_offset = offset
@@ -483,10 +308,10 @@ class _Framer:
         self.buffer += payload
         self.chunks.append((offset, offset + len(payload), number, timestamp, notes))
 
-    def _drain(self) -> None:
+    def _drain(self, *, final: bool = False) -> None:
         buffer = self.buffer
         while True:
-            if not self.synced and not self._resync(final=False):
+            if not self.synced and not self._resync(final=final):
                 return
             if len(buffer) < 4:
                 return
@@ -509,7 +334,7 @@ class _Framer:
         return self.buffer_offset + 4 + size if 0 < size <= self.max_size else None
 
     def _take(self, length: int, *, complete: bool, extra: Note | None = None) -> None:
-        """Yield the first `length` buffered bytes as a frame."""
+        """Emit the first `length` buffered bytes as a frame."""
         start, end = self.buffer_offset, self.buffer_offset + length
         notes = list(self.notes)
         self.notes.clear()
@@ -530,19 +355,10 @@ class _Framer:
         data = bytes(self.buffer[:length])
         del self.buffer[:length]
         self.buffer_offset = end
-        if first is None or last is None:  # no bytes: nothing to yield
+        if first is None or last is None:  # no bytes: nothing to emit
             return
-        self._emit(start, data, first[2], first[3], last[2], last[3], complete, tuple(notes))
-
-    def _emit(self, offset: int, data: bytes, first_packet: int, first_time: float,
-              last_packet: int, last_time: float, complete: bool, notes: tuple[Note, ...]) -> None:
-        if self.requests:
-            if len(data) >= 12:
-                self.owner.request_seen(_CORRELATION.unpack_from(data, 8)[0])
-        elif len(data) >= 8:
-            self.owner.in_flight.pop(_CORRELATION.unpack_from(data, 4)[0], None)
-        self.out.append(Frame(self.connection, self.direction, offset, data, first_packet,
-                              first_time, last_packet, last_time, complete, notes))
+        self.emit(Frame(self.connection, self.direction, start, data, first[2], first[3],
+                        last[2], last[3], complete, tuple(notes)))
 
     # --- resynchronisation ---
 
@@ -559,80 +375,117 @@ class _Framer:
     def _resync(self, *, final: bool) -> bool:
         """Look for the next frame start; True when found (the buffer then starts there).
 
-        Candidates are tried in stream order; one that needs more bytes to be judged
-        holds the scan (bytes before it are dropped) until they come or RESYNC_WAIT
-        bytes have piled up behind it.
+        Candidates are tried in stream order. One that needs more bytes to be judged
+        holds the scan (bytes before it are dropped) until they come, or until it
+        could only be confirmed beyond RESYNC_WAIT bytes; but a response whose
+        correlation id is not in flight holds it only until a later candidate that
+        is in flight is confirmed.
         """
-        pattern = (self.owner.context.request_candidates if self.requests
-                   else self.owner.context.response_candidates)
-        header = REQUEST_HEADER_LENGTH if self.requests else RESPONSE_HEADER_LENGTH
-        position = self.scan
+        settings = self.exchange.settings
+        pattern = settings.request_pattern if self.requests else settings.response_pattern
+        position, waiting, later = self.scan, None, None
         while True:
-            match = pattern.search(self.buffer, position)
+            match = pattern.search(self.buffer, position)  # type: ignore[attr-defined]
             if match is None:
-                self._discard(max(position, len(self.buffer) - header + 1))
-                self.scan = 0
-                return False
+                break
             position = match.start()
             verdict = self._candidate(position, final)
-            if verdict is None:
-                self._discard(position)
-                self.scan = 0
-                return False
-            if verdict:
+            if verdict and (waiting is None or self._in_flight(position)):
                 self._discard(position)
                 if self.skipped:
                     self.notes.append(warn(f"resynchronised: skipped {self.skipped} bytes before this frame"))
-                self.synced, self.skipped, self.scan = True, 0, 0
+                self.synced, self.skipped, self.scan, self.lookahead = True, 0, 0, 0
                 return True
+            if verdict is None and waiting is not None and later is None and self._in_flight(position):
+                later = position  # worth judging again when its bytes come
+            if verdict is None and waiting is None:
+                waiting = position
+                if self.requests or self._in_flight(position):
+                    break
+                position = max(position, self.lookahead - self.buffer_offset - 1)
             position += 1
+        header = REQUEST_HEADER_LENGTH if self.requests else RESPONSE_HEADER_LENGTH
+        if waiting is None:
+            self._discard(max(position, len(self.buffer) - header + 1))
+        else:  # the lookahead goes on next time from the first later candidate left open
+            self.lookahead = self.buffer_offset + (later if later is not None else max(
+                waiting + 1, len(self.buffer) - header + 1))
+            self._discard(waiting)
+        self.scan = 0
+        return False
+
+    def _in_flight(self, position: int) -> bool:
+        return self.requests or _CORRELATION.unpack_from(
+            self.buffer, position + 4)[0] in self.exchange.in_flight
 
     def _candidate(self, position: int, final: bool) -> bool | None:
         """Whether a frame starts at `position`: True, False, or None (wait for more bytes).
 
-        `final`: no more bytes will come, so a frame that ends exactly where the data
-        ends, or a request header that runs past it, is taken.
+        `final`: no more bytes will come, so a candidate still unconfirmed is refused.
         """
-        final = final or len(self.buffer) - position > RESYNC_WAIT
+        buffer = self.buffer
         if self.requests:
-            verdict = self._request_candidate(position)
-            return (verdict is not False) if final and plausible_request(
-                self.buffer, position, self.max_size) else verdict
-        verdict = self._response_candidate(position)
-        if verdict is None and final:
-            header = response_header(self.buffer, position, self.max_size)
-            return header is not None and position + 4 + header[0] == len(self.buffer)
-        return verdict
-
-    def _request_candidate(self, position: int) -> bool | None:
-        """A plausible request header, followed by another one or by the end of the data."""
-        buffer = self.buffer
-        plausible = plausible_request(buffer, position, self.max_size)
-        if not plausible:
-            return plausible
+            start = request_header_check(buffer, position, self.max_size,
+                                         strict=self.buffer_offset + position > 0)
+        else:
+            start = self._response_start(position)
+        if start is None:
+            return False if final else None
+        if not start:
+            return False
         end = position + 4 + _SIZE.unpack_from(buffer, position)[0]
-        if end >= len(buffer):
+        stream_start = self.buffer_offset + position == 0  # the first byte the capture shows
+        if end == len(buffer) and (final or self.requests or (stream_start and self._in_flight(position))):
             return True
-        return plausible_request(buffer, end, self.max_size)
-
-    def _response_candidate(self, position: int) -> bool | None:
-        """A plausible size whose correlation id a request used, or which is followed by
-        a response whose correlation id comes soon after (ids grow per connection)."""
-        buffer = self.buffer
-        header = response_header(buffer, position, self.max_size)
-        if header is None:
-            return None if len(buffer) - position < RESPONSE_HEADER_LENGTH else False
-        size, correlation_id = header
-        end = position + 4 + size
-        known = correlation_id in self.owner.in_flight
-        if end >= len(buffer):
-            return True if known else None
-        following = response_header(buffer, end, self.max_size)
+        if end - position > RESYNC_WAIT:
+            return False
+        if self.requests:
+            following = request_header_check(buffer, end, self.max_size)
+        else:
+            following = self._response_follows(position, end, final=final)
         if following is None:
-            return None if len(buffer) - end < RESPONSE_HEADER_LENGTH else False
-        next_id = following[1]
-        return (known or next_id in self.owner.in_flight
-                or 0 < next_id - correlation_id <= CORRELATION_STEP)
+            return False if final else None
+        return following
+
+    def _response_start(self, position: int) -> bool | None:
+        """A response header of a plausible size for the API of its correlation id."""
+        header = response_header(self.buffer, position, self.max_size)
+        if header is None:
+            return None if len(self.buffer) - position < RESPONSE_HEADER_LENGTH else False
+        size, correlation_id = header
+        api_key = self.exchange.in_flight.get(correlation_id)
+        if api_key is None and correlation_id < 0:
+            return False
+        return size + 4 <= largest_plausible(api_key, False, self.max_size)
+
+    def _response_follows(self, position: int, end: int, *, final: bool = False) -> bool | None:
+        """Whether the next two frame boundaries hold response headers that vouch for this one.
+
+        Each next response answers another request: one in flight, or one with a
+        slightly higher correlation id (ids grow per connection; its request may still
+        be held behind a hole). A candidate whose own request is not known must also
+        come after every id answered so far. The second boundary may also be the end
+        of the data.
+        """
+        exchange = self.exchange
+        correlation_id = _CORRELATION.unpack_from(self.buffer, position + 4)[0]
+        if correlation_id not in exchange.in_flight and correlation_id <= exchange.answered:
+            return False
+        for _step in range(2):
+            if end == len(self.buffer) and _step:
+                return True
+            following = response_header(self.buffer, end, self.max_size)
+            if following is None:
+                return None if len(self.buffer) - end < RESPONSE_HEADER_LENGTH else False
+            size, next_id = following
+            if next_id == correlation_id or not (
+                    next_id in exchange.in_flight
+                    or correlation_id < next_id <= correlation_id + CORRELATION_STEP):
+                return False
+            correlation_id, end = next_id, end + 4 + size
+            if final and len(self.buffer) - end < RESPONSE_HEADER_LENGTH:
+                return True  # no second boundary will come
+        return True
 
     def _discard(self, count: int) -> None:
         if count <= 0:

@@ -46,7 +46,7 @@ _U16 = struct.Struct(">H")
 @dataclass(frozen=True, slots=True)
 class Segment:
     packet_number: int
-    timestamp: float
+    timestamp: int  # nanoseconds since the epoch
     src: Address
     dst: Address
     seq: int
@@ -82,7 +82,7 @@ def decode_segment(packet: Packet) -> Segment | None:
     return None if raw is None else segment_from_raw(packet.number, packet.timestamp, raw)
 
 
-def segment_from_raw(number: int, timestamp: float, raw: RawSegment) -> Segment:
+def segment_from_raw(number: int, timestamp: int, raw: RawSegment) -> Segment:
     src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload, missing = raw
     return Segment(number, timestamp, (src_ip, src_port), (dst_ip, dst_port), seq, ack, flags,
                    payload, missing)

@@ -3,42 +3,59 @@
 Each direction of a connection is a `TcpStream`: it turns segments, in whatever
 order the capture holds them, into in-order byte chunks at known stream offsets,
 and into explicit gap events for bytes that never arrive (lost segments, a snap
-length that cut a packet, an out-of-order buffer that overflowed). Nothing is
-zero-filled: a consumer always knows which bytes it did not see.
+length that cut a packet). Nothing is zero-filled: a consumer always knows which
+bytes it did not see.
 
 Sequence numbers are compared with 32-bit serial arithmetic relative to the
 next expected byte, so a stream may wrap past 2^32 (or run past 4 GiB) freely.
 
-Bytes that the peer acknowledges but the capture never showed are declared
-lost as soon as the acknowledgement is seen (Wireshark's "ACKed segment that
-wasn't captured"), so frames after a loss are not held back until the end.
+Data beyond a hole is held until the hole is filled or can no longer be. The
+hole is declared lost (a gap) when
+- the bytes held by the connection exceed its bound (`max_held`, both
+  directions together, default `MAX_HELD_BYTES`);
+- the connection has ended (FIN both ways) and every byte after the hole has
+  arrived, once `acked_wait` more capture time has passed (capture reordering
+  can put a data segment behind the FINs);
+- a RST ends the connection, or the capture ends;
+- the hole is older than `hole_wait` nanoseconds of capture time (default
+  `HOLE_WAIT`), or than the shorter `acked_wait` (default `ACKED_WAIT`) once the
+  peer has acknowledged the missing bytes: a retransmission will not come then,
+  only capture reordering can still bring them.
+An acknowledgement of bytes the capture has not shown (Wireshark's "ACKed unseen
+segment") is only a hint: in captures an ACK routinely comes before the data it
+acknowledges. It is remembered on the stream, shortens the wait, and names the
+reason when the hole is declared lost, but never by itself turns bytes that arrive
+later into retransmissions.
 
 `ConnectionTracker` follows the lifecycle: a SYN opens a connection (a SYN on a
 4-tuple that already carried data opens a new one), FIN from both sides or a
 RST closes it; a connection first seen in the middle (no SYN) starts at its
-first data byte. On close and at the end of the capture, out-of-order data held
-behind a hole is delivered after an explicit gap. Closed connections are
-released at once, so memory follows the number of open connections only.
+first data byte. Closed connections are released at once, so memory follows
+the number of open connections only.
 
-The consumer of the events is a `ConnectionHandler` (framing.py's Kafka layer,
-or `reassemble()` below, which turns them into plain `Chunk`/`Gap` objects).
+The consumer of the events is a `ConnectionHandler`, which gives a `StreamSink`
+per direction; sinks can be chained (a decrypting layer between reassembly and
+framing is just another sink). Timestamps are integer nanoseconds since the epoch.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kdissect.ingest.net import ACK, FIN, RST, SYN, Address, RawSegment, Segment
+from kdissect.ingest.net import ACK, FIN, RST, SYN, Address, RawSegment
 from kdissect.notes import Note, chat, warn
 
 MASK, HALF = 0xFFFFFFFF, 0x80000000
-MAX_PENDING_BYTES = 4 * 1024 * 1024  # out-of-order bytes held per direction before a gap is declared
-MAX_PENDING_SEGMENTS = 4096
+MAX_HELD_BYTES = 8 * 1024 * 1024  # bytes held beyond holes per connection before one is declared lost
+MAX_PENDING_SEGMENTS = 4096  # segments held per direction, likewise
+HOLE_WAIT = 3_000_000_000  # ns of capture time a hole may stay open without other evidence
+ACKED_WAIT = 500_000_000  # ns, once the peer has acknowledged the missing bytes
 RECENT_SEGMENTS = 32  # delivered payloads kept to compare retransmissions against
+RECENT_ACKS = 64  # acknowledgements of unseen bytes remembered per direction
 RECENTLY_CLOSED = 4096  # closed 4-tuples remembered, so their stray packets open nothing
 
 LOST = "segments lost (never captured)"
@@ -50,12 +67,12 @@ FlowKey = tuple[bytes, int, bytes, int]  # src ip, src port, dst ip, dst port
 
 
 class StreamSink(Protocol):
-    """What one direction's stream tells its consumer."""
+    """What one direction's stream tells its consumer (times in integer nanoseconds)."""
 
-    def data(self, offset: int, payload: bytes, number: int, timestamp: float,
+    def data(self, offset: int, payload: bytes, number: int, timestamp: int,
              notes: tuple[Note, ...]) -> None: ...
 
-    def gap(self, offset: int, size: int, number: int, timestamp: float, reason: str) -> None: ...
+    def gap(self, offset: int, size: int, number: int, timestamp: int, reason: str) -> None: ...
 
     def duplicate(self, offset: int, size: int, number: int, differs: bool) -> None: ...
 
@@ -68,28 +85,52 @@ class ConnectionHandler(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class HoldLimits:
+    """How long and how much data beyond a hole is held (see the module's docstring)."""
+
+    max_held: int = MAX_HELD_BYTES
+    hole_wait: int = HOLE_WAIT
+    acked_wait: int = ACKED_WAIT
+
+
+class HeldBytes:
+    """The bytes one connection holds beyond holes, both directions together."""
+
+    __slots__ = ("held", "limits")
+
+    def __init__(self, limits: HoldLimits) -> None:
+        self.limits = limits
+        self.held = 0
+
+
 class TcpStream:
     """One direction of a TCP connection, delivering its bytes in order, exactly once."""
 
-    __slots__ = ("base", "fin_offset", "from_start", "offset", "pending", "pending_bytes",
+    __slots__ = ("acks", "base", "budget", "fin_offset", "from_start", "offset", "pending",
                  "recent", "sink")
 
-    def __init__(self, sink: StreamSink) -> None:
-        self.sink = sink  # a consumer may replace it at any time
+    def __init__(self, sink: StreamSink, budget: HeldBytes | None = None) -> None:
+        self.sink = sink
+        self.budget = budget or HeldBytes(HoldLimits())
         self.base: int | None = None  # sequence number of stream offset 0
         self.from_start = False  # offset 0 is the first byte after the SYN
         self.offset = 0  # stream offset of the next byte to deliver
-        self.pending: list[tuple[int, bytes, int, int, float]] = []  # heap: offset, payload, missing, packet, time
-        self.pending_bytes = 0
+        self.pending: list[tuple[int, bytes, int, int, int]] = []  # heap: offset, payload, missing, packet, time
         self.recent: deque[tuple[int, bytes]] = deque(maxlen=RECENT_SEGMENTS)
+        self.acks: deque[tuple[int, int]] | None = None  # (acked end, time) beyond offset, once any
         self.fin_offset: int | None = None
+
+    def feed(self, sink: StreamSink) -> None:
+        """Send this stream's events to `sink` from now on."""
+        self.sink = sink
 
     def start(self, isn: int) -> None:
         """The stream's first byte is the one after sequence number `isn` (its SYN)."""
         if self.base is None or (self.offset == 0 and not self.pending):
             self.base, self.from_start = (isn + 1) & MASK, True
 
-    def segment(self, seq: int, payload: bytes, missing: int, number: int, timestamp: float) -> None:
+    def segment(self, seq: int, payload: bytes, missing: int, number: int, timestamp: int) -> None:
         if self.base is None:  # first seen in the middle: start at this byte
             self.base = seq
         offset = self.offset
@@ -98,13 +139,16 @@ class TcpStream:
             self.recent.append((offset, payload))
             self.offset = offset + len(payload)
             self.sink.data(offset, payload, number, timestamp, ())
-        elif distance == 0 and not self.pending:
+            return
+        if distance == 0 and not self.pending:
             self._deliver(payload, missing, number, timestamp, ())
         elif distance > 0:
             self._hold(self.offset + distance, payload, missing, number, timestamp)
         else:
             self._accept(distance, payload, missing, number, timestamp)
             self._drain()
+        if self.pending:
+            self._expire(timestamp)
 
     def fin(self, seq: int) -> None:
         if self.base is None:
@@ -112,29 +156,71 @@ class TcpStream:
         distance = ((seq - self.base - self.offset + HALF) & MASK) - HALF
         self.fin_offset = self.offset + distance
 
-    def acknowledged(self, ack: int, number: int, timestamp: float) -> None:
-        """The peer acknowledged up to `ack`: bytes before it that were never seen are lost."""
+    def acknowledged(self, ack: int, number: int, timestamp: int) -> None:
+        """The peer acknowledged up to `ack`, beyond the bytes seen: remembered, as a hint."""
         if self.base is None:
             return
         end = self.offset + ((ack - self.base - self.offset + HALF) & MASK) - HALF
         if self.fin_offset is not None:
             end = min(end, self.fin_offset)  # the FIN's own sequence number is no data
+        if end <= self.offset:
+            return
+        acks = self.acks
+        if acks is None:
+            acks = self.acks = deque(maxlen=RECENT_ACKS)
+        if not acks or end > acks[-1][0]:
+            acks.append((end, timestamp))
         if self.pending:
-            end = min(end, self.pending[0][0])
-        if end > self.offset:
-            self.sink.gap(self.offset, end - self.offset, number, timestamp, ACKED)
-            self.offset = end
-            self._drain()
+            self._expire(timestamp)
+
+    def acked_unseen(self) -> bool:
+        """Whether the peer has acknowledged bytes of this stream not yet seen."""
+        acks = self.acks
+        if not acks:
+            return False
+        while acks and acks[0][0] <= self.offset:
+            acks.popleft()
+        return bool(acks)
+
+    def owes(self) -> bool:
+        """Whether bytes of this stream are known to be on their way: held or acknowledged."""
+        return bool(self.pending) or self.acked_unseen()
 
     def flush(self) -> None:
-        """Deliver everything held, each hole before it as a gap (the end of the capture)."""
+        """Deliver everything held, each hole before it as a gap (the end of the connection)."""
         while self.pending:
-            self._skip_to_pending(LOST)
+            self._skip_to_pending(ACKED if self.acked_unseen() else LOST)
 
-    def _hold(self, offset: int, payload: bytes, missing: int, number: int, timestamp: float) -> None:
+    def _expire(self, now: int) -> None:
+        """Declare holes lost that are older than their wait."""
+        limits = self.budget.limits
+        while self.pending:
+            since = self.pending[0][4]
+            if self.acked_unseen() and self.acks:
+                since, wait, reason = min(since, self.acks[0][1]), limits.acked_wait, ACKED
+            else:
+                wait, reason = limits.hole_wait, LOST
+            if now - since <= wait:
+                return
+            self._skip_to_pending(reason)
+
+    def reaches_fin(self) -> bool:
+        """Whether the FIN is seen and every byte before it arrived, but for holes before
+        the data held (those can then only be lost)."""
+        if self.fin_offset is None:
+            return False
+        reached = self.offset
+        for offset, payload, missing, _number, _time in sorted(self.pending):
+            if offset > reached and reached != self.offset:
+                return False
+            reached = max(reached, offset + len(payload) + missing)
+        return reached >= self.fin_offset
+
+    def _hold(self, offset: int, payload: bytes, missing: int, number: int, timestamp: int) -> None:
         heapq.heappush(self.pending, (offset, payload, missing, number, timestamp))
-        self.pending_bytes += len(payload)
-        while self.pending and (self.pending_bytes > MAX_PENDING_BYTES
+        budget = self.budget
+        budget.held += len(payload)
+        while self.pending and (budget.held > budget.limits.max_held
                                 or len(self.pending) > MAX_PENDING_SEGMENTS):
             self._skip_to_pending(OVERFLOW)
 
@@ -149,17 +235,17 @@ class TcpStream:
         pending = self.pending
         while pending and pending[0][0] <= self.offset:
             offset, payload, missing, number, timestamp = heapq.heappop(pending)
-            self.pending_bytes -= len(payload)
+            self.budget.held -= len(payload)
             self._accept(offset - self.offset, payload, missing, number, timestamp)
 
     def _accept(self, distance: int, payload: bytes, missing: int, number: int,
-                timestamp: float) -> None:
+                timestamp: int) -> None:
         """A segment starting `distance` (<= 0) bytes before the next expected byte."""
         if distance + len(payload) + missing <= 0:
             if payload or missing:
                 differs = self._differs(self.offset + distance, payload)
                 self.sink.duplicate(self.offset + distance, len(payload) + missing,
-                                       number, differs)
+                                    number, differs)
             return
         notes: tuple[Note, ...] = ()
         if distance < 0:
@@ -177,7 +263,7 @@ class TcpStream:
             return warn(f"{overlap} retransmitted bytes differ from the first copy (first copy kept)")
         return chat(f"{overlap} bytes retransmitted (delivered once)")
 
-    def _deliver(self, payload: bytes, missing: int, number: int, timestamp: float,
+    def _deliver(self, payload: bytes, missing: int, number: int, timestamp: int,
                  notes: tuple[Note, ...]) -> None:
         if payload:
             offset = self.offset
@@ -201,18 +287,28 @@ class TcpStream:
 class TcpConnection:
     """Both directions of one TCP connection; side 0 is the address whose packet came first."""
 
-    __slots__ = ("addresses", "handler", "streams", "syn_sender")
+    __slots__ = ("addresses", "handler", "limits", "streams", "syn_sender")
 
-    def __init__(self, first: Address, second: Address, syn_sender: int | None) -> None:
+    def __init__(self, first: Address, second: Address, syn_sender: int | None,
+                 limits: HoldLimits | None = None) -> None:
         self.addresses = (first, second)
         self.syn_sender = syn_sender  # side that sent the SYN (the client), when seen
+        self.limits = limits or HoldLimits()
         self.handler: ConnectionHandler | None = None
         self.streams: tuple[TcpStream, TcpStream] | None = None
 
     def attach(self, handler: ConnectionHandler) -> None:
         self.handler = handler
         first, second = handler.sinks()
-        self.streams = (TcpStream(first), TcpStream(second))
+        budget = HeldBytes(self.limits)
+        self.streams = (TcpStream(first, budget), TcpStream(second, budget))
+
+    def stop(self) -> None:
+        """Not interesting after all: reassembly stops, later packets are dropped."""
+        self.streams = None
+
+    def stream(self, side: int) -> TcpStream | None:
+        return None if self.streams is None else self.streams[side]
 
     def opened(self) -> bool:
         """Whether any byte has been seen (a repeated SYN then starts a new connection)."""
@@ -220,6 +316,12 @@ class TcpConnection:
             stream.offset or stream.pending for stream in self.streams)
 
     def finished(self) -> bool:
+        """FIN from both sides, and every byte before them arrived (but for holes that
+        can then only be lost)."""
+        return self.streams is not None and all(stream.reaches_fin() for stream in self.streams)
+
+    def complete(self) -> bool:
+        """FIN from both sides, and every byte before them arrived, no hole left."""
         return self.streams is not None and all(
             stream.fin_offset is not None and stream.offset >= stream.fin_offset
             for stream in self.streams)
@@ -233,15 +335,17 @@ class ConnectionTracker:
 
     `open_connection` is asked once per new connection for its handler; None means
     "not interesting": the connection's packets are then dropped at the cost of one
-    dictionary lookup.
+    dictionary lookup (as after the handler calls `TcpConnection.stop`).
     """
 
-    def __init__(self, open_connection: Opener) -> None:
+    def __init__(self, open_connection: Opener, limits: HoldLimits | None = None) -> None:
         self.open_connection = open_connection
+        self.limits = limits or HoldLimits()
+        self.ending: deque[tuple[int, TcpConnection]] = deque()  # FIN both ways, holes left
         self.table: dict[FlowKey, tuple[TcpConnection, int]] = {}
         self.closed: OrderedDict[FlowKey, None] = OrderedDict()
 
-    def segment(self, number: int, timestamp: float, raw: RawSegment) -> None:
+    def segment(self, number: int, timestamp: int, raw: RawSegment) -> None:
         src, src_port, dst, dst_port, seq, ack, flags, payload, missing = raw
         entry = self.table.get((src, src_port, dst, dst_port))
         if entry is None or flags & (SYN | FIN | RST):
@@ -251,19 +355,32 @@ class ConnectionTracker:
         streams = connection.streams
         if streams is None:
             return
-        if payload or missing:
-            streams[side].segment(seq, payload, missing, number, timestamp)
-        peer = streams[1 - side]
+        peer = streams[1 - side]  # the acknowledgement first: it tells what the data answers
         base = peer.base
         if base is not None and flags & ACK and 0 < (ack - base - peer.offset) & MASK < HALF:
-            peer.acknowledged(ack, number, timestamp)  # acks bytes never seen
+            peer.acknowledged(ack, number, timestamp)  # acks bytes not seen (yet)
+        if payload or missing:
+            stream = streams[side]
+            stream.segment(seq, payload, missing, number, timestamp)
+            if stream.fin_offset is not None and connection.complete():  # a late segment
+                self._close(connection)
+        if self.ending and timestamp - self.ending[0][0] > self.limits.acked_wait:
+            self._end_lingering(timestamp)
+
+    def _end_lingering(self, now: int) -> None:
+        """Close the connections whose grace after both FINs has run out: holes are lost."""
+        ending = self.ending
+        while ending and now - ending[0][0] > self.limits.acked_wait:
+            _ended, connection = ending.popleft()
+            if connection.streams is not None:
+                self._close(connection)
 
     def finish(self) -> None:
         """The end of the capture: every connection still open is flushed and closed."""
         for connection in list({id(c): c for c, _side in self.table.values()}.values()):
             self._close(connection)
 
-    def _control(self, number: int, timestamp: float, raw: RawSegment,
+    def _control(self, number: int, timestamp: int, raw: RawSegment,
                  entry: tuple[TcpConnection, int] | None) -> None:
         src, src_port, dst, dst_port, seq, ack, flags, payload, missing = raw
         if flags & RST:
@@ -283,14 +400,16 @@ class ConnectionTracker:
                 self._close(connection)
             return
         streams = connection.streams  # the handler may drop them (not Kafka) as it reads
-        if payload or missing:
-            streams[side].segment(seq, payload, missing, number, timestamp)
         if flags & ACK and not flags & SYN:
             streams[1 - side].acknowledged(ack, number, timestamp)
+        if payload or missing:
+            streams[side].segment(seq, payload, missing, number, timestamp)
         if flags & FIN:
             streams[side].fin((seq + len(payload) + missing) & MASK)
-            if connection.streams is None or connection.finished():
+            if connection.streams is None or connection.complete():
                 self._close(connection)
+            elif connection.finished():  # only holes left: a grace for late segments
+                self.ending.append((timestamp, connection))
 
     def _syn(self, raw: RawSegment, entry: tuple[TcpConnection, int] | None) -> tuple[TcpConnection, int]:
         src, src_port, dst, dst_port, seq, ack, flags, _payload, _missing = raw
@@ -310,7 +429,7 @@ class ConnectionTracker:
         return entry
 
     def _open(self, first: Address, second: Address, syn_sender: int | None) -> TcpConnection:
-        connection = TcpConnection(first, second, syn_sender)
+        connection = TcpConnection(first, second, syn_sender, self.limits)
         handler = self.open_connection(connection)
         if handler is not None:
             connection.attach(handler)
@@ -335,97 +454,3 @@ class ConnectionTracker:
                 stream.flush()
             connection.handler.close()
             connection.streams = None
-
-
-# --- plain-data form, for tests and for anyone who wants the byte streams ---
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """In-order bytes of one direction: `data` starts at `offset` of the direction's stream."""
-
-    src: Address
-    dst: Address
-    offset: int
-    data: bytes
-    packet_number: int
-    timestamp: float
-    notes: tuple[Note, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Gap:
-    """`size` bytes at `offset` of the direction's stream were never seen."""
-
-    src: Address
-    dst: Address
-    offset: int
-    size: int
-    packet_number: int
-    timestamp: float
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Duplicate:
-    """A retransmission of bytes already delivered (dropped)."""
-
-    src: Address
-    dst: Address
-    offset: int
-    size: int
-    packet_number: int
-    differs: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Closed:
-    """A connection ended (FIN from both sides, RST, or the end of the capture)."""
-
-    first: Address
-    second: Address
-
-
-StreamEvent = Chunk | Gap | Duplicate | Closed
-
-
-class _Collector:
-    """Turns one connection's events into plain objects."""
-
-    def __init__(self, connection: TcpConnection, events: list[StreamEvent]) -> None:
-        self.addresses, self.events = connection.addresses, events
-
-    def sinks(self) -> tuple[StreamSink, StreamSink]:
-        first, second = self.addresses
-        return _SideCollector(first, second, self.events), _SideCollector(second, first, self.events)
-
-    def close(self) -> None:
-        self.events.append(Closed(*self.addresses))
-
-
-class _SideCollector:
-    def __init__(self, src: Address, dst: Address, events: list[StreamEvent]) -> None:
-        self.src, self.dst, self.events = src, dst, events
-
-    def data(self, offset: int, payload: bytes, number: int, timestamp: float,
-             notes: tuple[Note, ...]) -> None:
-        self.events.append(Chunk(self.src, self.dst, offset, payload, number, timestamp, notes))
-
-    def gap(self, offset: int, size: int, number: int, timestamp: float, reason: str) -> None:
-        self.events.append(Gap(self.src, self.dst, offset, size, number, timestamp, reason))
-
-    def duplicate(self, offset: int, size: int, number: int, differs: bool) -> None:
-        self.events.append(Duplicate(self.src, self.dst, offset, size, number, differs))
-
-
-def reassemble(segments: Iterable[Segment]) -> Iterator[StreamEvent]:
-    """Every connection's byte streams as plain events, in the order they become known."""
-    events: list[StreamEvent] = []
-    tracker = ConnectionTracker(lambda connection: _Collector(connection, events))
-    for segment in segments:
-        raw = (*segment.src, *segment.dst, segment.seq, segment.ack, segment.flags,
-               segment.payload, segment.missing)
-        tracker.segment(segment.packet_number, segment.timestamp, raw)
-        yield from events
-        events.clear()
-    tracker.finish()
-    yield from events

@@ -325,10 +325,10 @@ def handshake_messages(buffer: bytearray) -> Iterable[tuple[int, bytes]]:
 class PlainSink(Protocol):
     """Where plaintext goes: the stream sink protocol of reassembly."""
 
-    def data(self, offset: int, payload: bytes, number: int, timestamp: float,
+    def data(self, offset: int, payload: bytes, number: int, timestamp: int,
              notes: tuple[Note, ...]) -> None: ...
 
-    def gap(self, offset: int, size: int, number: int, timestamp: float, reason: str) -> None: ...
+    def gap(self, offset: int, size: int, number: int, timestamp: int, reason: str) -> None: ...
 
     def duplicate(self, offset: int, size: int, number: int, differs: bool) -> None: ...
 
@@ -336,18 +336,27 @@ class PlainSink(Protocol):
 class PlainStream:
     """One direction of the plaintext, as the framers see a TCP stream."""
 
-    __slots__ = ("from_start", "sink")
+    __slots__ = ("cipher", "from_start", "sink")
 
-    def __init__(self, sink: PlainSink, from_start: bool) -> None:
+    def __init__(self, sink: PlainSink, from_start: bool, cipher: Any = None) -> None:
         self.sink, self.from_start = sink, from_start
+        self.cipher = cipher  # the TCP stream of this direction's ciphertext
+
+    def feed(self, sink: PlainSink) -> None:
+        """Send this direction's plaintext events to `sink` from now on."""
+        self.sink = sink
+
+    def owes(self) -> bool:
+        """Whether bytes still owed to the ciphertext stream may yet bring plaintext."""
+        return self.cipher is not None and self.cipher.owes()
 
 
 class _Discard:
-    def data(self, offset: int, payload: bytes, number: int, timestamp: float,
+    def data(self, offset: int, payload: bytes, number: int, timestamp: int,
              notes: tuple[Note, ...]) -> None:
         pass
 
-    def gap(self, offset: int, size: int, number: int, timestamp: float, reason: str) -> None:
+    def gap(self, offset: int, size: int, number: int, timestamp: int, reason: str) -> None:
         pass
 
     def duplicate(self, offset: int, size: int, number: int, differs: bool) -> None:
@@ -368,8 +377,9 @@ class TlsLayer:
         self.sessions = sessions  # TLS 1.2 session id -> master secret, for resumption
         self.quiet = quiet  # say nothing until a record was decrypted (not a Kafka port)
         self.addresses = tcp.addresses
-        starts = [bool(tcp.streams and tcp.streams[side].from_start) for side in (0, 1)]
-        self.plain_streams = (PlainStream(_Discard(), starts[0]), PlainStream(_Discard(), starts[1]))
+        first, second = tcp.stream(0), tcp.stream(1)
+        self.plain_streams = (PlainStream(_Discard(), bool(first and first.from_start), first),
+                              PlainStream(_Discard(), bool(second and second.from_start), second))
         self._plain: tuple[PlainStream, PlainStream] | None = self.plain_streams
         self.sides = (_RecordReader(self, 0), _RecordReader(self, 1))
         self.client_side: int | None = None
@@ -400,10 +410,14 @@ class TlsLayer:
     def sinks(self) -> tuple[_RecordReader, _RecordReader]:
         return self.sides
 
+    def stream(self, side: int) -> PlainStream | None:
+        """One direction's plaintext stream (None once stopped), as a TCP connection's."""
+        return None if self._plain is None else self._plain[side]
+
     def stop(self) -> None:
         self.stopped = True
         self._plain = None
-        self.tcp.streams = None
+        self.tcp.stop()
 
     def note(self, text: str) -> None:
         """One note per connection: the first problem explains what follows."""
@@ -422,7 +436,7 @@ class TlsLayer:
 
     # --- plaintext out ---
 
-    def plaintext(self, side: int, payload: bytes, number: int, timestamp: float,
+    def plaintext(self, side: int, payload: bytes, number: int, timestamp: int,
                   notes: tuple[Note, ...]) -> None:
         reader = self.sides[side]
         sink = self._sink(side)
@@ -430,7 +444,7 @@ class TlsLayer:
             sink.data(reader.plain_offset, payload, number, timestamp, notes)
         reader.plain_offset += len(payload)
 
-    def plain_gap(self, side: int, size: int, number: int, timestamp: float, reason: str) -> None:
+    def plain_gap(self, side: int, size: int, number: int, timestamp: int, reason: str) -> None:
         reader = self.sides[side]
         sink = self._sink(side)
         if sink is not None and size > 0:
@@ -563,13 +577,13 @@ class _RecordReader:
         self.pending_secret: bytes | None = None  # to switch to after the current record
         self.dead = False
         self.lost: int | None = None  # ciphertext bytes lost while out of sync (None: in sync)
-        self.lost_at = (0, 0.0)  # packet and time where sync was lost
+        self.lost_at = (0, 0)  # packet and time where sync was lost
         self.trials = 0  # decryptions tried while out of sync
         self.lost_sequence = 0  # the sequence number expected when sync was lost
 
     # --- events from reassembly ---
 
-    def data(self, offset: int, payload: bytes, number: int, timestamp: float,
+    def data(self, offset: int, payload: bytes, number: int, timestamp: int,
              notes: tuple[Note, ...]) -> None:
         if self.dead or self.layer.stopped:
             return
@@ -579,7 +593,7 @@ class _RecordReader:
         self.notes.extend(notes)
         self._records(number, timestamp)
 
-    def gap(self, offset: int, size: int, number: int, timestamp: float, reason: str) -> None:
+    def gap(self, offset: int, size: int, number: int, timestamp: int, reason: str) -> None:
         if self.dead or self.layer.stopped:
             return
         if self.cipher is None:  # during the handshake: nothing to find the records again with
@@ -595,7 +609,7 @@ class _RecordReader:
         self.buffer.clear()
         self.offset = offset + size
 
-    def _lose_sync(self, lost: int, number: int, timestamp: float) -> None:
+    def _lose_sync(self, lost: int, number: int, timestamp: int) -> None:
         """Record boundaries and the sequence number are unknown from here on."""
         if self.lost is None and self.cipher is not None:
             self.lost_sequence = self.cipher.sequence
@@ -609,7 +623,7 @@ class _RecordReader:
 
     # --- records ---
 
-    def _records(self, number: int, timestamp: float) -> None:
+    def _records(self, number: int, timestamp: int) -> None:
         buffer = self.buffer
         if self.lost is not None and not self._resync():
             return
@@ -640,7 +654,7 @@ class _RecordReader:
         self.offset += position
 
     def _record(self, content_type: int, version: int, fragment: bytes, number: int,
-                timestamp: float, notes: tuple[Note, ...]) -> None:
+                timestamp: int, notes: tuple[Note, ...]) -> None:
         cipher = self.cipher
         if cipher is not None and not (self.tls13 and content_type != APPLICATION_DATA):
             try:
@@ -724,7 +738,7 @@ class _RecordReader:
         self.lost = None
         self.layer.plain_gap(self.side, max(lost, 1), number, timestamp, "TLS records missing")
 
-    def _failed(self, cipher: RecordCipher, fragment: bytes, number: int, timestamp: float) -> None:
+    def _failed(self, cipher: RecordCipher, fragment: bytes, number: int, timestamp: int) -> None:
         """A record whose tag does not verify: lost, and the next one is tried in its place."""
         self.layer.note(f"TLS record in packet {number} fails authentication (tampered, "
                         "corrupt or wrong keys); its bytes are lost and the following "
@@ -734,7 +748,7 @@ class _RecordReader:
         self.layer.plain_gap(self.side, max(len(fragment) - overhead, 1), number, timestamp,
                              "TLS record failed authentication")
 
-    def _content(self, content_type: int, data: bytes, number: int, timestamp: float,
+    def _content(self, content_type: int, data: bytes, number: int, timestamp: int,
                  notes: tuple[Note, ...], *, protected: bool) -> None:
         if content_type == APPLICATION_DATA:  # only ever protected: see _record
             self.layer.plaintext(self.side, data, number, timestamp, notes)

@@ -70,7 +70,14 @@ class Message:
 
     @property
     def time(self) -> float:
+        """Capture time of the message's last packet, seconds since the epoch (a float:
+        `time_ns` keeps every nanosecond)."""
         return self.frame.last_time
+
+    @property
+    def time_ns(self) -> int:
+        """Capture time of the message's last packet, integer nanoseconds since the epoch."""
+        return self.frame.last_ns
 
     @property
     def packet(self) -> int:
@@ -91,7 +98,7 @@ class Message:
         """Seconds from the request's last packet to the response's last packet."""
         if self.is_request or self.pair is None:
             return None
-        return self.time - self.pair.time
+        return (self.frame.last_ns - self.pair.frame.last_ns) / 1e9  # exact until the division
 
     def all_notes(self) -> list[Note]:
         """Frame, header and pairing notes, then the tree's if it was built."""

@@ -89,7 +89,7 @@ class Sequencer:
     def __init__(self, hold_seconds: float = HOLD_SECONDS, hold_messages: int = HOLD_MESSAGES,
                  hold_bytes: int = HOLD_BYTES) -> None:
         self._queue: deque[Message] = deque()
-        self._hold_seconds = hold_seconds
+        self._hold_ns = round(hold_seconds * 1e9)
         self._hold_messages = hold_messages
         self._hold_bytes = hold_bytes
         self._held_bytes = 0  # frame bytes of the messages in the queue
@@ -99,16 +99,16 @@ class Sequencer:
         queue = self._queue
         queue.append(message)
         self._held_bytes += len(message.frame.data)
-        newest = message.time
+        newest = message.time_ns
         released = []
         while queue:
             head = queue[0]
             if not _settled(head):
                 if (len(queue) <= self._hold_messages and self._held_bytes <= self._hold_bytes
-                        and newest - head.time <= self._hold_seconds):
+                        and newest - head.time_ns <= self._hold_ns):
                     break
                 head.notes.append(notes.note(
-                    f"no response within {newest - head.time:.3f} s and {len(queue) - 1} later "
+                    f"no response within {(newest - head.time_ns) / 1e9:.3f} s and {len(queue) - 1} later "
                     "messages: shown before any answer (hold limit)", id="kafka.response_overdue"))
             released.append(queue.popleft())
             self._held_bytes -= len(head.frame.data)

@@ -32,7 +32,7 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import KeyLogSource, read_messages
 from kdissect.present.html import capture_html
-from kdissect.present.records import json_value, message_record
+from kdissect.present.records import CaptureTime, json_value, message_record
 from kdissect.present.tables import TABLES, Columns, TableSpec
 
 
@@ -291,8 +291,8 @@ def _add_exchange(columns: Columns, request: Message | None, response: Message |
         "api_name": either.api_name,
         "api_version": either.api_version,
         "correlation_id": either.correlation_id,
-        "request_time": None if request is None else request.time,
-        "response_time": None if response is None else response.time,
+        "request_time": None if request is None else request.time_ns,
+        "response_time": None if response is None else response.time_ns,
         "latency_ms": None if response is None or response.latency is None
         else round(response.latency * 1e3, 6),  # as in `messages`
         "request_bytes": None if request is None else len(request.frame.data),
@@ -487,8 +487,8 @@ def _typed(columns: Columns, dtypes: Mapping[str, str]) -> pd.DataFrame:
 
 
 def _column(values: list[Any], dtype: str) -> Any:
-    if dtype == "utc":  # epoch seconds from capture timestamps, microsecond resolution
-        return _datetimes((pd.Series(values, dtype="Float64") * 1e6).round(), "us")
+    if dtype == "utc":  # capture times: integer nanoseconds (or exact decimal seconds)
+        return _capture_times(values)
     if dtype == "utc_ms":
         return _datetimes(pd.Series(values, dtype="Int64"), "ms")
     if dtype == "category":  # categories are text even when every value is missing
@@ -509,6 +509,18 @@ def _datetimes(counts: pd.Series, unit: str) -> Any:
     low, high = (bound // scale for bound in _YEARS_1_TO_9999_US)
     return pd.to_datetime(counts.where((counts >= low) & (counts <= high)).astype("Int64"),
                           unit=unit, utc=True)
+
+
+_NANOSECONDS_RANGE = (pd.Timestamp.min.value, pd.Timestamp.max.value)
+
+
+def _capture_times(values: list[Any]) -> Any:
+    """Capture times (integer nanoseconds, or CaptureTime) at full resolution; one pandas
+    cannot hold is missing."""
+    low, high = _NANOSECONDS_RANGE
+    counts = [None if v is None else v.ns if isinstance(v, CaptureTime) else int(v) for v in values]
+    counts = [c if c is not None and low <= c <= high else None for c in counts]
+    return pd.to_datetime(pd.Series(counts, dtype="Int64"), unit="ns", utc=True)
 
 
 def _count(number: int, noun: str) -> str:

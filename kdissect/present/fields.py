@@ -197,7 +197,7 @@ COLUMNS: dict[str, Column] = _columns()
 KAFKA_BODY_ALIASES: dict[str, tuple[str, ...]] = {
     "kafka.error": ("ErrorCode",), "kafka.error_code": ("ErrorCode",),
     "kafka.error_message": ("ErrorMessage",), "kafka.throttle_time": ("ThrottleTimeMs",),
-    "kafka.topic_name": ("Topics.Name", "TopicName"), "kafka.topic_id": ("TopicId",),
+    "kafka.topic_name": ("Topics.Name", "TopicName", "TopicData.Name", "Responses.Name", "Topics.Topic", "Responses.Topic"), "kafka.topic_id": ("TopicId",),
     "kafka.partition_id": ("PartitionIndex", "PartitionIndexes", "PartitionId"),
     "kafka.leader_id": ("LeaderId",), "kafka.leader_epoch": ("LeaderEpoch",),
     "kafka.replica_id": ("ReplicaId", "ReplicaNodes"), "kafka.isr_id": ("IsrNodes",),

@@ -421,8 +421,8 @@ def note_findings(evidence: Evidence) -> Iterator[Finding]:
 @detector("capture.problems")
 def capture_problems(evidence: Evidence) -> Iterator[Finding]:
     """TLS on a Kafka port, cut or corrupt capture files (not tied to a message)."""
-    tls = [p.message for p in evidence.capture.problems if "looks like TLS" in p.message]
-    other = [p.message for p in evidence.capture.problems if "looks like TLS" not in p.message]
+    tls = [p.message for p in evidence.capture.problems if ": TLS, " in p.message]
+    other = [p.message for p in evidence.capture.problems if ": TLS, " not in p.message]
     messages = evidence.capture.message_list
     start, end = (messages[0].time, messages[-1].time) if messages else (0.0, 0.0)
     if tls:

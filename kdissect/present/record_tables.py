@@ -183,7 +183,7 @@ def record_columns(fields: Iterator[RecordsField]) -> Columns:
     adders = [columns[name].append for name in RECORD_DTYPES]
     for found in fields:
         message = found.message
-        common = (message.number, message.time, message.api_name,
+        common = (message.number, message.time_ns, message.api_name,
                   "request" if message.is_request else "response", found.topic, found.partition)
         response = not message.is_request
         for index, row in enumerate(record_rows(found.entries)):
@@ -202,7 +202,7 @@ def batch_columns(fields: Iterator[RecordsField]) -> Columns:
     columns: Columns = {name: [] for name in BATCH_DTYPES}
     for found in fields:
         message = found.message
-        common = {"number": message.number, "time": message.time, "api_name": message.api_name,
+        common = {"number": message.number, "time": message.time_ns, "api_name": message.api_name,
                   "direction": "request" if message.is_request else "response",
                   "topic": found.topic, "partition": found.partition, "file": message.file}
         for index, entry in enumerate(found.entries):

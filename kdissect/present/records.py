@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -32,7 +33,7 @@ def message_record(message: Message) -> dict[str, Any]:
     return {
         "number": message.number,
         "frame": frame.last_packet,
-        "time": frame.last_time,
+        "time": CaptureTime(frame.last_ns),
         "stream": connection.index,
         "src": src,
         "dst": dst,
@@ -49,6 +50,23 @@ def message_record(message: Message) -> dict[str, Any]:
         "notes": [note_record(n) for n in message.all_notes()],
         "file": message.file,
     }
+
+
+class CaptureTime(float):
+    """Capture time in seconds since the epoch (a float, for filters and plain JSON) that
+    keeps the exact integer nanoseconds it came from."""
+
+    __slots__ = ("ns",)
+    ns: int
+
+    def __new__(cls, nanoseconds: int) -> CaptureTime:
+        value = super().__new__(cls, nanoseconds / 1e9)
+        value.ns = nanoseconds
+        return value
+
+    def exact(self) -> str:
+        """The exact decimal: 1795952649.778123456."""
+        return f"{Decimal(self.ns).scaleb(-9):f}"
 
 
 def note_record(note: Note) -> dict[str, Any]:
@@ -96,7 +114,11 @@ def message_json(message: Message, *, about: bool = False) -> str:
     record = message_record(message)
     rows = message.rows()
     record["tree"] = tree_record(message.tree(), about=about) if rows is None else rows_record(rows, about=about)
+    time, record["time"] = record["time"], 0
     text: str = orjson.dumps(record).decode()
+    # `time` is the exact decimal of the capture's nanoseconds (a JSON number; a float
+    # would round it). `number` and `frame` come first, so the first "time" is this one.
+    text = text.replace('"time":0', f'"time":{time.exact()}', 1)
     return text if text.isascii() else _NON_ASCII.sub(_escape, text)
 
 

@@ -26,7 +26,7 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
     """
     frame = message.frame
     if when is None:
-        when = _clock(frame.last_time) if base_time is None else f"{frame.last_time - base_time:.6f}"
+        when = _clock(frame.last_ns) if base_time is None else f"{(frame.last_ns - base_time) / 1e9:.6f}"
     correlation = "?" if message.correlation_id is None else message.correlation_id
     number = f"{message.number:>6} {frame.last_packet:>7}" if frame_number else f"{message.number:>6}"
     text = f"{number} {when:>12} {_route(message)} corr={correlation}"
@@ -42,7 +42,7 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
     elif message._pair is not None:  # a response's request's client id, and latency
         if message._pair.client_id:
             text += f" client={printable(message._pair.client_id)}"
-        text += f" {(frame.last_time - message._pair.frame.last_time) * 1000.0:.3f} ms"
+        text += f" {(frame.last_ns - message._pair.frame.last_ns) / 1e6:.3f} ms"
     if message.notes or frame.notes or message._tree is not None:
         found = message.all_notes()
         if found:
@@ -50,12 +50,14 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
     return text
 
 
-def _clock(seconds: float) -> str:
-    """The UTC time of day; epoch seconds when a corrupt timestamp lies beyond the calendar."""
+def _clock(nanoseconds: int) -> str:
+    """The UTC time of day to the microsecond (truncated, never rounded up into the next
+    second); epoch seconds when a corrupt timestamp lies beyond the calendar."""
+    seconds, fraction = divmod(nanoseconds, 1_000_000_000)
     try:
-        return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S.%f")
+        return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S") + f".{fraction // 1000:06d}"
     except (ValueError, OverflowError, OSError):
-        return f"{seconds:.6f}"
+        return f"{seconds}.{fraction // 1000:06d}"
 
 
 # The same few strings for every message of a connection. Keyed by the connection's

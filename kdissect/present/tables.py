@@ -43,7 +43,7 @@ CONTEXT_DTYPES = {"time": "utc", "message": "int64", "stream": "int64", "file": 
 
 def message_context(message: Message) -> dict[str, Any]:
     """The columns every per-API table starts with: when, which message, which connection."""
-    return {"time": message.time, "message": message.number,
+    return {"time": message.time_ns, "message": message.number,
             "stream": message.frame.connection.index, "file": message.file}
 
 
