@@ -105,4 +105,4 @@ def test_every_note_on_real_and_damaged_captures_has_a_documented_id(tmp_path: P
 def test_the_readme_table_lists_every_id_with_its_severity():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for expert in EXPERT_IDS:
-        assert f"| `{expert.id}` | {expert.severity} |" in readme, expert.id
+        assert f"| `{expert.id}` | {expert.severity} | {expert.group} |" in readme, expert.id
