@@ -210,6 +210,8 @@ def test_expert_notes_by_id(captures, tmp_path: Path):
     assert unanswered and unanswered == where(messages, lambda m: m.is_request and m.pair is None)
     assert numbers(messages, 'expert.severity == "note"') == unanswered
     assert numbers(messages, '"never answered" in notes') == unanswered
+    assert numbers(messages, 'expert.group == "sequence"') == unanswered
+    assert numbers(messages, 'expert.group == "checksum"') == []
 
 
 def test_body_is_decoded_only_when_the_cheap_parts_pass(captures, monkeypatch):

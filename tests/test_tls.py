@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -210,8 +211,8 @@ def test_tls_on_another_port_without_keys_is_silent() -> None:
     assert decode(talk, keylog=tls13_session().keylog) == ([], [])
 
 
-def test_tampered_record_is_one_note_and_the_following_records_still_decrypt() -> None:
-    session = tls13_session()
+def second_request_damaged(session: Session, damage: Callable[[bytearray], None]) -> Conversation:
+    """A TLS conversation whose second request record is changed by `damage` after sealing."""
     talk = Conversation.between(CLIENT, SERVER)
     talk.handshake()
     talk.send(True, session.client_hello)
@@ -220,10 +221,19 @@ def test_tampered_record_is_one_note_and_the_following_records_still_decrypt() -
     for index, (request, response) in enumerate(zip(REQUESTS, RESPONSES, strict=True)):
         sealed = bytearray(session.client.seal(request))
         if index == 1:
-            sealed[10] ^= 0x01
+            damage(sealed)
         talk.send(True, bytes(sealed))
         talk.send(False, session.server.seal(response))
-    messages, problems = decode(talk, keylog=session.keylog)
+    return talk
+
+
+def test_tampered_record_is_one_note_and_the_following_records_still_decrypt() -> None:
+    session = tls13_session()
+
+    def flip(sealed: bytearray) -> None:
+        sealed[10] ^= 0x01
+
+    messages, problems = decode(second_request_damaged(session, flip), keylog=session.keylog)
     lost = clear()[2]
     assert [m for m in messages if m[0]] == [m for m in clear() if m[0] and m != lost]
     assert [m for m in messages if not m[0]] == [m for m in clear() if not m[0]]
@@ -278,18 +288,11 @@ def test_tls12_records_after_lost_bytes_are_found_again(suite: int) -> None:
 
 def test_corrupt_record_length_loses_sync_and_the_next_records_are_found() -> None:
     session = tls13_session()
-    talk = Conversation.between(CLIENT, SERVER)
-    talk.handshake()
-    talk.send(True, session.client_hello)
-    talk.send(False, session.server_first)
-    talk.send(True, session.client_finish)
-    for index, (request, response) in enumerate(zip(REQUESTS, RESPONSES, strict=True)):
-        sealed = bytearray(session.client.seal(request))
-        if index == 1:
-            sealed[3:5] = b"\xff\xff"  # a length no record may have
-        talk.send(True, bytes(sealed))
-        talk.send(False, session.server.seal(response))
-    messages, problems = decode(talk, keylog=session.keylog)
+
+    def bad_length(sealed: bytearray) -> None:
+        sealed[3:5] = b"\xff\xff"  # a length no record may have
+
+    messages, problems = decode(second_request_damaged(session, bad_length), keylog=session.keylog)
     assert [m for m in messages if m[0]] == [(True, REQUESTS[n]) for n in (0, 2, 3)]
     assert [m for m in messages if not m[0]] == [(False, r) for r in RESPONSES]
     assert len(problems) == 1 and "no TLS record header" in problems[0]

@@ -11,7 +11,6 @@ with its arguments and what kafka-python decoded from the broker's answer.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import kafka
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from tools.recording import TansuBroker, Tcpdump, tansu_version
+from tools.recording import TansuBroker, Tcpdump, recording_arguments, tansu_version
 
 CLIENT_ID = "kdissect-recorder"
 TOPICS = {"orders": 6, "payments": 3, "audit": 2}
@@ -106,12 +105,7 @@ def record(output: Path, port: int | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.record_broker", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("output", type=Path, help="the pcap to write (sidecar: same name, .json)")
-    parser.add_argument("--port", type=int, default=None,
-                        help="loopback port of the broker (default: any free port)")
-    arguments = parser.parse_args(argv)
+    arguments = recording_arguments("python -m tools.record_broker", __doc__, argv)
     sidecar = record(arguments.output, arguments.port)
     size = arguments.output.stat().st_size
     print(f"{arguments.output}: {size} bytes, Tansu on port {sidecar['broker']['port']}")

@@ -13,7 +13,6 @@ gave it, and what the consumer received: keys, values and header values as hex.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -24,7 +23,7 @@ import kafka
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from tools.recording import TansuBroker, Tcpdump, tansu_version
+from tools.recording import TansuBroker, Tcpdump, recording_arguments, tansu_version
 
 CLIENT_ID = "kdissect-records"
 TOPIC = "records"
@@ -142,12 +141,7 @@ def record(output: Path, port: int | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.record_records", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("output", type=Path, help="the pcap to write (sidecar: same name, .json)")
-    parser.add_argument("--port", type=int, default=None,
-                        help="loopback port of the broker (default: any free port)")
-    arguments = parser.parse_args(argv)
+    arguments = recording_arguments("python -m tools.record_records", __doc__, argv)
     sidecar = record(arguments.output, arguments.port)
     print(f"{arguments.output}: {arguments.output.stat().st_size} bytes, "
           f"{len(sidecar['produced'])} records produced, {len(sidecar['consumed'])} consumed, "

@@ -13,6 +13,7 @@ Start the broker before tcpdump: its readiness probe is then not in the capture.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +37,17 @@ SETTLE_SECONDS = 0.3
 
 class RecordingError(RuntimeError):
     """A recording could not be made: a tool is missing, failed, or lost packets."""
+
+
+def recording_arguments(prog: str, description: str | None,
+                        argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line every broker recorder takes: the pcap to write, and the broker's port."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output", type=Path, help="the pcap to write (sidecar: same name, .json)")
+    parser.add_argument("--port", type=int, default=None,
+                        help="loopback port of the broker (default: any free port)")
+    return parser.parse_args(argv)
 
 
 def free_port(port: int = 0) -> int:

@@ -56,7 +56,8 @@ def _message(data: bytes, kind: str, api_key: int | None, version: int | None, h
     end = 4 + size
     limit = min(end, len(data))
     if end > len(data):
-        root.notes.append(warn(f"frame incomplete: {len(data)} of {end} bytes captured", len(data)))
+        root.notes.append(warn(f"frame incomplete: {len(data)} of {end} bytes captured", len(data),
+                               "kafka.frame_incomplete"))
     header, complete = _header(data, limit, end, kind, header_version)
     root.children.append(header)
     if complete:
@@ -84,7 +85,8 @@ def _frame(data: bytes, root: Node) -> int | None:
     """Append the Frame node; the declared size, or None when nothing after it can be decoded."""
     if len(data) < 4:
         frame = Node("Frame", "frame", None, "", 0, len(data), FRAME_ABOUT)
-        frame.notes.append(warn(f"frame cut short: {len(data)} of the 4 size-prefix bytes captured", 0))
+        frame.notes.append(warn(f"frame cut short: {len(data)} of the 4 size-prefix bytes captured", 0,
+                                  "kafka.frame_incomplete"))
         root.children.append(frame)
         return None
     size = _SIZE.unpack_from(data)[0]
@@ -92,7 +94,7 @@ def _frame(data: bytes, root: Node) -> int | None:
     root.children.append(Node("Frame", "frame", None, "", 0, 4, FRAME_ABOUT, [size_node]))
     if size >= 0:
         return size
-    size_node.notes.append(error(f"negative frame size {size}", 0))
+    size_node.notes.append(error(f"negative frame size {size}", 0, "kafka.bad_frame_size"))
     if len(data) > 4:
         rest = data[4:]
         root.children.append(Node("malformed", "bytes", rest, hex_display(rest), 4, len(rest), "not a Kafka frame",
@@ -118,13 +120,14 @@ def _name_api_key(header: Node) -> None:
     if api is not None and not dissected and version_node is not None and not api.valid(version_node.value):
         version_node.notes.append(note(
             f"{api.name} v{version_node.value} is outside the published versions "
-            f"{api.min_version}-{api.max_version}", version_node.offset))
+            f"{api.min_version}-{api.max_version}", version_node.offset, "kafka.version_unpublished"))
 
 
 def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int | None,
           version: int | None) -> Node:
     if api_key is None or version is None:
-        return _raw_body(data, pos, limit, kind.capitalize(), "not decoded", warn(REQUEST_MISSING, pos))
+        return _raw_body(data, pos, limit, kind.capitalize(), "not decoded", warn(REQUEST_MISSING, pos,
+                                                                                  "kafka.request_missing"))
     plan = message_plan(api_key, version, kind)
     name = message_name(api_key, kind)
     if plan is None:
@@ -132,7 +135,8 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
     body = Node(plan.name, "struct", None, "", pos, 0, f"message body, version {version}", role=Role.BODY)
     if plan.version != version:
         body.notes.append(warn(f"{api_name(api_key)} v{version} is newer than the definitions: "
-                               f"decoded as v{plan.version}, the newest known", pos))
+                               f"decoded as v{plan.version}, the newest known", pos,
+                               "kafka.version_newer"))
     decode_struct(data, body, limit, plan.body, declared=end)
     meaning = dissector(api_key)
     if meaning is not None:
@@ -142,9 +146,10 @@ def _body(data: bytes, pos: int, limit: int, end: int, kind: str, api_key: int |
 
 def _why_raw(api_key: int, version: int, pos: int) -> tuple[str, Note | None]:
     if api_key not in APIS:
-        return "unknown API", warn(f"unknown API key {api_key}: body not decoded", pos)
+        return "unknown API", warn(f"unknown API key {api_key}: body not decoded", pos, "kafka.unknown_api")
     return "no definition", note(f"no definition of {api_name(api_key)} v{version}: body not decoded "
-                                 "(--schemas PATH reads Kafka's message files or kafka-clients jar)", pos)
+                                 "(--schemas PATH reads Kafka's message files or kafka-clients jar)", pos,
+                                 "kafka.no_definition")
 
 
 def _raw_body(data: bytes, pos: int, limit: int, name: str, about: str, problem: Note | None = None) -> Node:
@@ -165,5 +170,5 @@ def _beyond_frame(data: bytes, end: int) -> Node:
     rest = data[end:]
     message = f"{len(rest)} bytes beyond the frame's declared size"
     node = Node("beyond_frame", "bytes", rest, hex_display(rest), end, len(rest), message, role=Role.MALFORMED)
-    node.notes.append(error(message, end))
+    node.notes.append(error(message, end, "kafka.trailing_bytes"))
     return node

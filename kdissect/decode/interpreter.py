@@ -84,8 +84,8 @@ def decode_struct(data: bytes, node: Node, limit: int, plan: StructPlan, *, decl
 def failure_note(failure: Malformed) -> Note:
     """An error, or a warning when the bytes were lost by the capture."""
     if failure.lost:
-        return warn(f"{failure.message} {CAPTURE_CUT}", failure.offset)
-    return error(failure.message, failure.offset)
+        return warn(f"{failure.message} {CAPTURE_CUT}", failure.offset, "kafka.capture_cut")
+    return error(failure.message, failure.offset, "kafka.malformed")
 
 
 def _read_fields(src: Region, pos: int, plan: StructPlan, node: Node) -> Node:
@@ -224,7 +224,7 @@ def _null_value(pos: int, end: int, f: FieldPlan, name: str, form: str) -> Node:
 
 
 def _not_nullable(name: str, pos: int) -> Note:
-    return error(f"{name}: null, but the field is not nullable in this version", pos)
+    return error(f"{name}: null, but the field is not nullable in this version", pos, "kafka.malformed")
 
 
 def _content(src: Region, pos: int, f: FieldPlan, name: str) -> tuple[bytes | None, int, str]:
@@ -246,7 +246,7 @@ def _read_string(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
         problem = None
     except UnicodeDecodeError:
         text = raw.decode("utf-8", "replace")
-        problem = warn(f"{name}: not valid UTF-8 (undecodable bytes replaced)", pos)
+        problem = warn(f"{name}: not valid UTF-8 (undecodable bytes replaced)", pos, "kafka.bad_utf8")
     node = Node(name, f.label, text, f'"{printable(text)}" {form}', pos, end - pos, f.about)
     if problem is not None:
         node.notes.append(problem)
@@ -284,7 +284,8 @@ def _read_records(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     node = Node(name, f.label, raw, display, pos, stop - pos, f.about, [prefix, *entries])
     if stop < end:
         node.display = f"{len(raw)} of {display}"
-        node.notes.append(warn(f"{name}: {len(raw)} of {length} bytes captured {CAPTURE_CUT}", stop))
+        node.notes.append(warn(f"{name}: {len(raw)} of {length} bytes captured {CAPTURE_CUT}", stop,
+                                    "kafka.capture_cut"))
     return node
 
 
@@ -368,7 +369,7 @@ def _read_presence(src: Region, pos: int, node: Node, name: str) -> bool:
     shown = {1: "1 (present)", -1: "-1 (null)"}.get(marker, f"{marker} (read as {'present' if present else 'null'})")
     presence = Node("presence", "int8", marker, shown, pos, 1, NULLABLE_STRUCT_ABOUT)
     if marker not in (1, -1):
-        presence.notes.append(error(f"{name}: presence byte {marker} is neither 1 nor -1", pos))
+        presence.notes.append(error(f"{name}: presence byte {marker} is neither 1 nor -1", pos, "kafka.malformed"))
     node.children.append(presence)
     if not present:
         node.display, node.size = "null", 1
@@ -393,7 +394,7 @@ def _read_tagged_block(src: Region, pos: int, plan: StructPlan) -> Node:
         end = _append(node, _read_tagged_entry, src, end, plan)
         tag = node.children[-1].children[0].value
         if tag <= previous:
-            node.notes.append(note(f"tag {tag} follows tag {previous}: tags should ascend", pos))
+            node.notes.append(note(f"tag {tag} follows tag {previous}: tags should ascend", pos, "kafka.tags_unordered"))
         previous = tag
     node.size = end - pos
     return node
@@ -424,7 +425,8 @@ def _read_tagged_value(src: Region, start: int, field: FieldPlan, entry: Node) -
     try:
         stop = _append(entry, _READERS[field.kind], src, start, field, "value")
     except _Cut as cut:
-        cut.leaf.notes.append(error(f"tagged field {field.name}: {cut.failure.message}", cut.failure.offset))
+        cut.leaf.notes.append(error(f"tagged field {field.name}: {cut.failure.message}", cut.failure.offset,
+                                    "kafka.malformed"))
         entry.size = src.limit - entry.offset
         return
     value = entry.children[-1]
@@ -438,7 +440,7 @@ def trailing_node(data: bytes, pos: int, end: int, what: str) -> Node:
     rest = data[pos:end]
     message = f"{len(rest)} trailing bytes after {what}"
     node = Node("trailing_bytes", "bytes", rest, hex_display(rest), pos, end - pos, message, role=Role.MALFORMED)
-    node.notes.append(error(message, pos))
+    node.notes.append(error(message, pos, "kafka.trailing_bytes"))
     return node
 
 

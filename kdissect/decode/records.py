@@ -315,17 +315,17 @@ def _checked(data: bytes, pos: int, end: int) -> PartialEntry | BadEntry | None:
 
 def _partial(pos: int, end: int, declared: int | None) -> PartialEntry:
     need = "?" if declared is None else declared
-    return PartialEntry(pos, end - pos, declared, (chat(PARTIAL_NOTE.format(have=end - pos, need=need), pos),))
+    return PartialEntry(pos, end - pos, declared, (chat(PARTIAL_NOTE.format(have=end - pos, need=need), pos, "kafka.records_partial"),))
 
 
 def relocated(notes: list[Note] | tuple[Note, ...], offset: int) -> tuple[Note, ...]:
     """Notes about decompressed bytes, pinned to the compressed data's place in the frame."""
     return tuple(Note(n.severity, f"{n.message} (at byte {n.offset} of the decompressed data)"
-                      if n.offset is not None else n.message, offset) for n in notes)
+                      if n.offset is not None else n.message, offset, n.id) for n in notes)
 
 
 def _bad(pos: int, end: int, message: str) -> BadEntry:
-    return BadEntry(pos, end - pos, (error(f"records: {message}; the rest is not decoded", pos),))
+    return BadEntry(pos, end - pos, (error(f"records: {message}; the rest is not decoded", pos, "kafka.records_malformed"),))
 
 
 # -- magic 2 ---------------------------------------------------------------------------
@@ -339,7 +339,7 @@ def decode_batch(data: bytes, pos: int, cap: int = MAX_DECOMPRESSED_BYTES) -> Re
     notes: list[Note] = []
     if computed != fields[4]:
         notes.append(error(f"record batch CRC-32C 0x{fields[4]:08x} does not match the "
-                           f"content (0x{computed:08x})", pos + 17))
+                           f"content (0x{computed:08x})", pos + 17, "kafka.crc_mismatch"))
     attributes = fields[5]
     codec = attributes & 0x07
     body, start, stop, decompressed = data, pos + BATCH_HEADER, end, None
@@ -348,7 +348,7 @@ def decode_batch(data: bytes, pos: int, cap: int = MAX_DECOMPRESSED_BYTES) -> Re
             decompressed = decompress(codec, memoryview(data)[start:end], cap=cap)
             body, start, stop = decompressed, 0, len(decompressed)
         except DecompressionProblem as problem:
-            notes.append(warn(f"records not decoded: {problem}", start))
+            notes.append(warn(f"records not decoded: {problem}", start, "kafka.records_not_decompressed"))
             body, start, stop = b"", 0, 0
     if decompressed is None:
         records, records_end = _batch_records(body, start, stop, fields, notes)
@@ -374,7 +374,7 @@ def _batch_records(body: bytes, pos: int, end: int, fields: tuple[int, ...],
     control = bool(attributes & 0x20)
     records: list[Record] = []
     if count < 0:
-        notes.append(error(f"negative record count {count}", pos))
+        notes.append(error(f"negative record count {count}", pos, "kafka.records_malformed"))
         return (), pos
     try:
         while pos < end and len(records) < count:
@@ -382,12 +382,14 @@ def _batch_records(body: bytes, pos: int, end: int, fields: tuple[int, ...],
             records.append(record)
             pos += record.size
     except _Bad as bad:
-        notes.append(error(f"record {len(records)}: {bad.message}", bad.offset))
+        notes.append(error(f"record {len(records)}: {bad.message}", bad.offset, "kafka.records_malformed"))
         return tuple(records), pos
     if len(records) < count:
-        notes.append(error(f"record count {count}, but the batch holds {len(records)}", pos))
+        notes.append(error(f"record count {count}, but the batch holds {len(records)}", pos,
+                           "kafka.records_malformed"))
     elif pos < end:
-        notes.append(error(f"{end - pos} bytes after the last of {count} records", pos))
+        notes.append(error(f"{end - pos} bytes after the last of {count} records", pos,
+                           "kafka.records_malformed"))
     return tuple(records), pos
 
 
@@ -492,16 +494,16 @@ def decode_legacy(data: bytes, pos: int, cap: int = MAX_DECOMPRESSED_BYTES, *,
     notes: list[Note] = []
     if computed != crc:
         notes.append(error(f"message CRC32 0x{crc:08x} does not match the content (0x{computed:08x})",
-                           pos + LOG_OVERHEAD))
+                           pos + LOG_OVERHEAD, "kafka.crc_mismatch"))
     at = pos + header.size
     try:
         key, at = _legacy_bytes(data, at, end, "key")
         key_end = at
         value, at = _legacy_bytes(data, at, end, "value")
         if at != end:
-            notes.append(error(f"{end - at} bytes after the message's value", at))
+            notes.append(error(f"{end - at} bytes after the message's value", at, "kafka.records_malformed"))
     except _Bad as bad:
-        notes.append(error(bad.message, bad.offset))
+        notes.append(error(bad.message, bad.offset, "kafka.records_malformed"))
         key, value, key_end = None, None, at
     timestamp = rest[0] if rest else None
     message = LegacyMessage(pos, end - pos, offset, size, crc, computed, magic, attributes,
@@ -529,7 +531,8 @@ def _unwrap(wrapper: LegacyMessage, cap: int) -> LegacyMessage:
     try:
         inner_bytes = decompress(wrapper.attributes & 0x07, wrapper.value, cap=cap, legacy=True)
     except DecompressionProblem as problem:
-        notes.append(warn(f"inner messages not decoded: {problem}", wrapper.key_end))
+        notes.append(warn(f"inner messages not decoded: {problem}", wrapper.key_end,
+                          "kafka.records_not_decompressed"))
         return _replace(wrapper, notes=tuple(notes))
     inner = tuple(_inner_notes_relocated(m, wrapper.key_end)
                   for m in _inner_messages(inner_bytes, wrapper, notes, cap))
@@ -546,14 +549,15 @@ def _inner_messages(data: bytes, wrapper: LegacyMessage, notes: list[Note], cap:
             message = decode_legacy(data, pos, cap, unwrap=False)
             if message.is_wrapper:
                 notes.append(error("inner message is itself compressed (Kafka forbids it); "
-                                   "its value is shown undecompressed", wrapper.key_end))
+                                   "its value is shown undecompressed", wrapper.key_end,
+                                   "kafka.records_malformed"))
             messages.append(message)
             pos += message.size
             continue
         problems = entry.notes if entry is not None else (
-            error("inner message set holds a record batch of magic 2", pos),)
+            error("inner message set holds a record batch of magic 2", pos, "kafka.records_malformed"),)
         notes.extend(Note(n.severity, f"inner message set: {n.message}"
-                          f" (at byte {n.offset} of the decompressed data)", wrapper.key_end)
+                          f" (at byte {n.offset} of the decompressed data)", wrapper.key_end, n.id)
                      for n in problems)
         break
     last = messages[-1].offset if messages else 0

@@ -194,7 +194,7 @@ def _pcap_run(stream: Reader, layout: _PcapLayout, number: int, seconds: int,
             data += _read_exact(stream, captured - len(data))
             if len(data) < captured:
                 report(warn(f"capture cut short: packet {number + 1} has {len(data)} of its "
-                            f"{captured} bytes; the rest of the file is missing"))
+                            f"{captured} bytes; the rest of the file is missing", id="pcap.cut_short"))
                 return number, seconds, None
         number += 1
         seconds = when
@@ -220,14 +220,14 @@ def _resume(stream: Reader, header: bytes, layout: _PcapLayout, number: int, sec
                                        at_end=len(window) < size, complete=complete)
         if found:
             report(warn(f"resumed reading at the next plausible record after packet {number}, "
-                        f"{position} bytes later"))
+                        f"{position} bytes later", id="pcap.resumed"))
             inner = stream.stream if isinstance(stream, _Prefixed) and stream.empty() else stream
             return _Prefixed(bytes(window[position:]), inner)  # never a chain of prefixes
         if complete:
             break
         size = min(size * 2, limit)
     report(error(f"no plausible record found in the {len(window)} bytes after packet {number}; "
-                 "the rest of the file cannot be read"))
+                 "the rest of the file cannot be read", id="pcap.unreadable"))
     return None
 
 
@@ -277,7 +277,7 @@ def _rest_of_header(stream: Reader, header: bytes, number: int, report: Report) 
         return header
     if header:
         report(warn(f"capture cut short: the record header after packet {number} has "
-                    f"{len(header)} of 16 bytes"))
+                    f"{len(header)} of 16 bytes", id="pcap.cut_short"))
     return None
 
 
@@ -290,12 +290,13 @@ class _OversizedRecords:
     def bad(self, number: int, captured: int) -> bool:
         if captured > max(MAX_RECORD, self.snaplen):
             self.report(error(f"packet {number}: record header is corrupt (captured length "
-                              f"{captured})"))
+                              f"{captured})", id="pcap.record_corrupt"))
             return True
         if not self.noted:
             self.noted = True
             self.report(note(f"packet {number}: captured length {captured} exceeds the file's "
-                             f"snap length {self.snaplen}; read anyway (later ones not reported)"))
+                             f"snap length {self.snaplen}; read anyway (later ones not reported)",
+                             id="pcap.snaplen_exceeded"))
         return False
 
 
@@ -324,7 +325,7 @@ def _pcapng_records(stream: Reader, report: Report) -> Iterator[Record]:
         header = _read_exact(stream, 8)
         if len(header) < 8:
             if header:
-                report(warn(f"capture cut short: a block header after packet {number} is incomplete"))
+                report(warn(f"capture cut short: a block header after packet {number} is incomplete", id="pcap.cut_short"))
             return
         block_type, length = section.block_header(header)
         if block_type == BLOCK_SHB:
@@ -332,12 +333,12 @@ def _pcapng_records(stream: Reader, report: Report) -> Iterator[Record]:
             continue
         if length < 12 or length % 4 or length > MAX_RECORD + 64:
             report(error(f"pcapng block after packet {number} has an invalid length ({length}); "
-                         "the rest of the file cannot be read"))
+                         "the rest of the file cannot be read", id="pcap.unreadable"))
             return
         body = _read_exact(stream, length - 8)
         if len(body) < length - 8:
             report(warn(f"capture cut short: the block after packet {number} has "
-                        f"{len(body) + 8} of its {length} bytes"))
+                        f"{len(body) + 8} of its {length} bytes", id="pcap.cut_short"))
             return
         record = _pcapng_block(section, block_type, body, number, report)
         if record is not None:
@@ -359,7 +360,7 @@ def _read_section_header(stream: Reader, head: bytes, report: Report, *,
         problem = "pcapng section header is corrupt or cut short"
     if first:
         raise CaptureError(problem)
-    report(error(f"{problem}; the rest of the file cannot be read"))
+    report(error(f"{problem}; the rest of the file cannot be read", id="pcap.unreadable"))
     return None
 
 
@@ -383,14 +384,14 @@ def _pcapng_block(section: _Section, block_type: int, body: bytes, number: int,
     elif block_type == BLOCK_PB:
         return _obsolete_packet(section, body, number, report)
     elif block_type not in QUIET_BLOCKS:
-        report(note(f"pcapng block of unknown type 0x{block_type:08x} after packet {number} skipped"))
+        report(note(f"pcapng block of unknown type 0x{block_type:08x} after packet {number} skipped", id="pcap.unknown_block"))
     return None
 
 
 def _enhanced_packet(section: _Section, body: bytes, number: int,
                      report: Report) -> tuple[int, int, bytes, int] | None:
     if len(body) < 24:
-        report(error(f"enhanced packet block after packet {number} is too short; skipped"))
+        report(error(f"enhanced packet block after packet {number} is too short; skipped", id="pcap.record_corrupt"))
         return None
     interface_id, high, low, captured, original = section.epb(body)
     return _packet_record(section, interface_id, (high << 32) | low, body, 20, captured,
@@ -400,7 +401,7 @@ def _enhanced_packet(section: _Section, body: bytes, number: int,
 def _obsolete_packet(section: _Section, body: bytes, number: int,
                      report: Report) -> tuple[int, int, bytes, int] | None:
     if len(body) < 24:
-        report(error(f"packet block after packet {number} is too short; skipped"))
+        report(error(f"packet block after packet {number} is too short; skipped", id="pcap.record_corrupt"))
         return None
     interface_id, _drops, high, low, captured, original = struct.unpack_from(
         section.endian + "HHIIII", body)
@@ -411,7 +412,8 @@ def _obsolete_packet(section: _Section, body: bytes, number: int,
 def _simple_packet(section: _Section, body: bytes, number: int,
                    report: Report) -> tuple[int, int, bytes, int] | None:
     if not section.interfaces:
-        report(error(f"simple packet block after packet {number} comes before any interface; skipped"))
+        report(error(f"simple packet block after packet {number} comes before any interface; skipped",
+                     id="pcap.record_corrupt"))
         return None
     (original,) = struct.unpack_from(section.endian + "I", body)
     interface = section.interfaces[0]
@@ -424,11 +426,11 @@ def _packet_record(section: _Section, interface_id: int, ticks: int, body: bytes
                    report: Report) -> tuple[int, int, bytes, int] | None:
     if interface_id >= len(section.interfaces):
         report(error(f"packet {number + 1} names interface {interface_id}, which the file "
-                     "never described; skipped"))
+                     "never described; skipped", id="pcap.record_corrupt"))
         return None
     if start + captured > len(body):
         report(error(f"packet {number + 1}: captured length {captured} runs past its block; "
-                     "the bytes present are used"))
+                     "the bytes present are used", id="pcap.record_corrupt"))
         captured = len(body) - start
     interface = section.interfaces[interface_id]
     timestamp = ticks * 1_000_000_000 // interface.divisor + interface.offset * 1_000_000_000
@@ -438,7 +440,8 @@ def _packet_record(section: _Section, interface_id: int, ticks: int, body: bytes
 def _interface(section: _Section, body: bytes, report: Report) -> _Interface:
     if len(body) < 12:  # the block (its trailing length included) ends before the snap length
         linktype = struct.unpack_from(section.endian + "H", body)[0] if len(body) >= 8 else NO_LINKTYPE
-        report(warn(f"interface {len(section.interfaces)}: its description block is cut short"))
+        report(warn(f"interface {len(section.interfaces)}: its description block is cut short",
+                    id="pcap.interface_malformed"))
         return _Interface(linktype, 0, 1_000_000, 0)
     linktype, _reserved, snaplen = struct.unpack_from(section.endian + "HHI", body)
     divisor, offset = 1_000_000, 0
@@ -456,5 +459,5 @@ def _interface(section: _Section, body: bytes, report: Report) -> _Interface:
                 (offset,) = struct.unpack(section.endian + "q", option.data[:8])
     except (dpkt.UnpackError, struct.error, ValueError, IndexError):
         report(warn(f"interface {len(section.interfaces)}: its options are malformed; "
-                    "microsecond timestamps assumed"))
+                    "microsecond timestamps assumed", id="pcap.interface_malformed"))
     return _Interface(linktype, snaplen, divisor or 1_000_000, offset)

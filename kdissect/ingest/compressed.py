@@ -82,7 +82,7 @@ class Decompressed:
     def _stop(self, problem: BaseException) -> bytes:
         self.ended = True
         self.report(warn(f"{self.kind}-compressed capture is cut short or corrupt "
-                         f"({problem or type(problem).__name__}); the rest cannot be read"))
+                         f"({problem or type(problem).__name__}); the rest cannot be read", id="pcap.cut_short"))
         return b""
 
     def close(self) -> None:

@@ -85,7 +85,7 @@ class KafkaConnections:
             f"no Kafka found: {count} TCP connection{'s' if count != 1 else ''} seen, on "
             f"port{'s' if len(self.tcp_ports) != 1 else ''} {listed}; Kafka ports: {known}"
             f"{'' if self.detect else ' (detection off)'}; if Kafka runs on another port, "
-            "name it with --port"))
+            "name it with --port", id="kafka.none_found"))
 
 
 def _server_port(tcp: TcpConnection) -> int:
@@ -167,7 +167,8 @@ class KafkaConnection:
             return
         if verdict is _Verdict.TLS:
             first, second = (format_address(a) for a in self.tcp.addresses)
-            self.owner.report(warn(f"{first} <-> {second}: TLS, no keys (no key log given)"))
+            self.owner.report(warn(f"{first} <-> {second}: TLS, no keys (no key log given)",
+                                   id="tls.no_keys"))
         if verdict is _Verdict.KAFKA and client is not None:
             self._start(client)
         elif verdict is not _Verdict.WAIT:

@@ -241,23 +241,24 @@ class Framer:
             where = offset - self.buffer_offset
             self._take(len(self.buffer), complete=False, extra=warn(
                 f"{size} bytes missing from offset 0x{where:x} of this frame ({reason}); "
-                f"frame incomplete ({frame_end - self.buffer_offset} bytes long)", where))
+                f"frame incomplete ({frame_end - self.buffer_offset} bytes long)", where, "tcp.lost_bytes"))
             if frame_end >= offset + size:  # the next frame starts where this one ends
                 self.skip_to = frame_end
                 self.buffer_offset = frame_end
                 return
         else:
             self.notes.append(warn(f"{size} bytes missing before this frame, at stream offset "
-                                   f"{offset} ({reason})"))
+                                   f"{offset} ({reason})", id="tcp.lost_bytes"))
         self._lose_sync(offset + size)
 
     def duplicate(self, offset: int, size: int, number: int, differs: bool) -> None:
         if self.buffer and offset >= self.buffer_offset:
-            self.notes.append(chat(f"packet {number}: {size} bytes retransmitted (delivered once)"))
+            self.notes.append(chat(f"packet {number}: {size} bytes retransmitted (delivered once)",
+                                    id="tcp.retransmission"))
         elif differs:
             self.exchange.settings.report(warn(
                 f"{self.connection} {self.direction}: packet {number} retransmits bytes of an "
-                f"earlier frame with different content (first copy kept)"))
+                f"earlier frame with different content (first copy kept)", id="tcp.retransmission_differs"))
 
     def finish(self) -> None:
         """The connection ended: what is left is an incomplete frame or unframed bytes."""
@@ -267,11 +268,12 @@ class Framer:
         if frame_end is not None and self.synced:
             missing = frame_end - self.buffer_offset - len(self.buffer)
             self._take(len(self.buffer), complete=False, extra=warn(
-                f"the capture ends {missing} bytes before the end of this frame", len(self.buffer)))
+                f"the capture ends {missing} bytes before the end of this frame", len(self.buffer),
+                "kafka.frame_incomplete"))
         elif self.buffer:
             self.exchange.settings.report(warn(
                 f"{self.connection} {self.direction}: {len(self.buffer)} bytes at stream offset "
-                f"{self.buffer_offset} could not be framed"))
+                f"{self.buffer_offset} could not be framed", id="kafka.unframed"))
         if self.requests:
             self.exchange.request_lost()
 
@@ -318,7 +320,8 @@ class Framer:
             size = _SIZE.unpack_from(buffer, 0)[0]
             if size <= 0 or size > self.max_size:
                 self.notes.append(error(f"size prefix {size} at stream offset {self.buffer_offset} "
-                                        f"is not a frame size (limit {self.max_size})"))
+                                        f"is not a frame size (limit {self.max_size})",
+                                        id="kafka.bad_frame_size"))
                 self._lose_sync(self.buffer_offset, keep=True)
                 self.scan = 1
                 continue
@@ -393,7 +396,8 @@ class Framer:
             if verdict and (waiting is None or self._in_flight(position)):
                 self._discard(position)
                 if self.skipped:
-                    self.notes.append(warn(f"resynchronised: skipped {self.skipped} bytes before this frame"))
+                    self.notes.append(warn(f"resynchronised: skipped {self.skipped} bytes before this frame",
+                                           id="kafka.resync"))
                 self.synced, self.skipped, self.scan, self.lookahead = True, 0, 0, 0
                 return True
             if verdict is None and waiting is not None and later is None and self._in_flight(position):

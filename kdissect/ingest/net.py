@@ -107,7 +107,7 @@ def decode_tcp(linktype: int, data: bytes, original_length: int) -> RawSegment |
 
 
 def unsupported_linktype_note(linktype: int) -> Note:
-    return note(f"link type {linktype} is not supported; its packets are skipped")
+    return note(f"link type {linktype} is not supported; its packets are skipped", id="pcap.link_unsupported")
 
 
 def supported_linktype(linktype: int) -> bool:

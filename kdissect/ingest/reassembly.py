@@ -260,8 +260,9 @@ class TcpStream:
 
     def _overlap_note(self, overlap: int, old: bytes) -> Note:
         if self._differs(self.offset - overlap, old):
-            return warn(f"{overlap} retransmitted bytes differ from the first copy (first copy kept)")
-        return chat(f"{overlap} bytes retransmitted (delivered once)")
+            return warn(f"{overlap} retransmitted bytes differ from the first copy (first copy kept)",
+                        id="tcp.retransmission_differs")
+        return chat(f"{overlap} bytes retransmitted (delivered once)", id="tcp.retransmission")
 
     def _deliver(self, payload: bytes, missing: int, number: int, timestamp: int,
                  notes: tuple[Note, ...]) -> None:

@@ -201,7 +201,7 @@ def _sasl_request(frame: Frame, state: _ConnectionState, key: int, version: int,
         state.mechanism = handshake_mechanism(frame.data)
         if state.mechanism is None:
             return frame
-        return replace(frame, notes=(*frame.notes, chat(f"SASL mechanism {state.mechanism!r}")))
+        return replace(frame, notes=(*frame.notes, chat(f"SASL mechanism {state.mechanism!r}", id="sasl.mechanism")))
     state.pending[correlation] = version
     if len(state.pending) > MAX_PENDING:
         del state.pending[next(iter(state.pending))]
@@ -225,4 +225,4 @@ def _sasl_token(frame: Frame, state: _ConnectionState, is_request: bool, version
             masked[start + low:start + high] = bytes([MASK]) * (high - low)
         data = bytes(masked)
         text += " (secret masked)"
-    return replace(frame, data=data, notes=(*frame.notes, chat(text, start)))
+    return replace(frame, data=data, notes=(*frame.notes, chat(text, start, "sasl.masked")))

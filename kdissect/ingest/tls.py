@@ -419,17 +419,17 @@ class TlsLayer:
         self._plain = None
         self.tcp.stop()
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, id: str = "tls.not_decrypted") -> None:
         """One note per connection: the first problem explains what follows."""
         if self.quiet and not self.decrypted:
             return
         if not self.noted:
             self.noted = True
-            self.report(warn(f"{self.name}: {text}"))
+            self.report(warn(f"{self.name}: {text}", id=id))
 
-    def give_up(self, text: str) -> None:
+    def give_up(self, text: str, id: str = "tls.not_decrypted") -> None:
         """Nothing more of this connection can be decrypted: say why, and stop reassembling it."""
-        self.note(text)
+        self.note(text, id)
         for side in self.sides:
             side.dead = True
         self.stop()
@@ -460,7 +460,7 @@ class TlsLayer:
     def hello(self, side: int, kind: int, body: bytes) -> None:
         hello = parse_hello(kind, body)
         if hello is None:
-            self.give_up("malformed TLS hello message; this connection is not decrypted")
+            self.give_up("malformed TLS hello message; this connection is not decrypted", "tls.malformed")
             return
         if kind == CLIENT_HELLO:
             self.client_side = side
@@ -473,16 +473,16 @@ class TlsLayer:
     def _keys_for(self, server: Hello) -> None:
         client = self.client_hello
         if client is None or self.client_side is None:
-            self.give_up("TLS, no keys: the capture starts after the ClientHello")
+            self.give_up("TLS, no keys: the capture starts after the ClientHello", "tls.no_keys")
             return
         suite = CIPHER_SUITES.get(server.cipher_suite)
         label = version_name(server.version)
         if server.version not in (TLS12, TLS13):
-            self.give_up(f"{label} is not supported; this connection is not decrypted")
+            self.give_up(f"{label} is not supported; this connection is not decrypted", "tls.unsupported")
             return
         if suite is None or (suite.code >> 8 == 0x13) != (server.version == TLS13):
             self.give_up(f"{label} cipher suite 0x{server.cipher_suite:04x} is not supported "
-                         "(AES-GCM, AES-CCM and ChaCha20-Poly1305 are); not decrypted")
+                         "(AES-GCM, AES-CCM and ChaCha20-Poly1305 are); not decrypted", "tls.unsupported")
             return
         self.suite = suite
         if server.version == TLS13:
@@ -492,7 +492,7 @@ class TlsLayer:
 
     def _no_keys(self, label: str, client: Hello) -> None:
         self.give_up(f"TLS, no keys for this {label} session in the key log "
-                     f"(client random {client.random[:8].hex()}...); not decrypted")
+                     f"(client random {client.random[:8].hex()}...); not decrypted", "tls.no_keys")
 
     def _tls13_keys(self, suite: CipherSuite, client: Hello) -> None:
         secrets = self.keys.secrets(client.random)
@@ -598,13 +598,13 @@ class _RecordReader:
             return
         if self.cipher is None:  # during the handshake: nothing to find the records again with
             self.layer.note(f"{size} bytes of the TLS stream are missing at offset {offset} "
-                            f"({reason}) before its keys are in use; not decrypted further")
+                            f"({reason}) before its keys are in use; not decrypted further", "tls.lost_bytes")
             self.dead = True
             return
         self.layer.note(f"{size} bytes of the TLS stream are missing at offset {offset} "
                         f"({reason}); the records after them are found again by trying the "
                         "sequence numbers the lost bytes could hold (decryption stops if none "
-                        "opens)")
+                        "opens)", "tls.lost_bytes")
         self._lose_sync(size + len(self.buffer), number, timestamp)
         self.buffer.clear()
         self.offset = offset + size
@@ -633,7 +633,7 @@ class _RecordReader:
             if content_type not in (20, 21, 22, 23) or version >> 8 != 3 or length > MAX_RECORD:
                 self.layer.note(f"no TLS record header at stream offset {self.offset + position} "
                                 "(not TLS, or corrupt)" + ("; records are looked for after it"
-                                                           if self.cipher else ""))
+                                                           if self.cipher else ""), "tls.malformed")
                 if self.cipher is None:
                     self.dead = True
                     break
@@ -670,7 +670,7 @@ class _RecordReader:
             return
         if content_type == APPLICATION_DATA:
             self.layer.give_up("TLS, no keys: the capture starts after the TLS handshake (keys "
-                               "are found by the ClientHello's random); not decrypted")
+                               "are found by the ClientHello's random); not decrypted", "tls.no_keys")
             return
         self._content(content_type, fragment, number, timestamp, notes, protected=False)
 
@@ -742,7 +742,7 @@ class _RecordReader:
         """A record whose tag does not verify: lost, and the next one is tried in its place."""
         self.layer.note(f"TLS record in packet {number} fails authentication (tampered, "
                         "corrupt or wrong keys); its bytes are lost and the following "
-                        "records are still tried")
+                        "records are still tried", "tls.auth_failed")
         cipher.sequence += 1
         overhead = TAG + (8 if cipher.explicit_nonce else 0) + (1 if cipher.tls13 else 0)
         self.layer.plain_gap(self.side, max(len(fragment) - overhead, 1), number, timestamp,
@@ -762,7 +762,8 @@ class _RecordReader:
     def _handshake(self, data: bytes, protected: bool) -> None:
         self.handshake += data
         if len(self.handshake) > MAX_HANDSHAKE:
-            self.layer.give_up("TLS handshake message too long; this connection is not decrypted")
+            self.layer.give_up("TLS handshake message too long; this connection is not decrypted",
+                               "tls.malformed")
             return
         for kind, body in handshake_messages(self.handshake):
             if protected:

@@ -29,6 +29,7 @@ from kdissect.decode.schema.loader import load_definitions
 from kdissect.decode.schema.model import FieldSpec, MessageSpec
 from kdissect.decode.tree import Node
 from kdissect.ingest.net import format_address
+from kdissect.notes import EXPERT, Note
 from kdissect.pair.message import Message
 
 # Value kinds a filter compares; each field has one or more.
@@ -143,6 +144,12 @@ def _expert(part: Callable[[Any], Any]) -> Callable[[Message], Iterator[Any]]:
     return values
 
 
+def _group(note: Note) -> str | None:
+    """The expert group of a note's id (Wireshark's `expert.group`), None without an id."""
+    expert = EXPERT.get(note.id)
+    return None if expert is None else str(expert.group)
+
+
 def _columns() -> dict[str, Column]:
     number, string = NUMBER, STRING
     one = _one
@@ -167,6 +174,7 @@ def _columns() -> dict[str, Column]:
         "notes": Column(string, "string", _expert(str), costly=True),
         "expert": Column(string, "expert id", _expert(lambda n: n.id or None), costly=True),
         "expert.severity": Column(string, "severity", _expert(lambda n: str(n.severity)), costly=True),
+        "expert.group": Column(string, "expert group", _expert(_group), costly=True),
         "expert.message": Column(string, "string", _expert(lambda n: n.message), costly=True),
         "ip.src": Column(ADDRESS, "IP address", one(lambda m: _ip(_ends(m)[0]))),
         "ip.dst": Column(ADDRESS, "IP address", one(lambda m: _ip(_ends(m)[1]))),

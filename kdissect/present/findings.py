@@ -376,16 +376,15 @@ def _topic_partition(topic: Any, partition: Any) -> str:
 
 # -- traffic ----------------------------------------------------------------------------
 
-_NOTE_KINDS = (  # message notes -> (finding id, severity, what it means)
-    ("never answered", "traffic.unanswered", Severity.MEDIUM, "requests never answered"),
-    ("released unanswered", "traffic.unanswered", Severity.MEDIUM, "requests never answered"),
-    ("request missing", "traffic.response_without_request", Severity.LOW,
+_NOTE_KINDS = (  # message note ids -> (finding id, severity, what it means)
+    ("kafka.unanswered", "traffic.unanswered", Severity.MEDIUM, "requests never answered"),
+    ("kafka.request_missing", "traffic.response_without_request", Severity.LOW,
      "responses whose request is not in the capture"),
-    ("bytes missing", "capture.gap", Severity.MEDIUM, "messages cut by lost bytes"),
-    ("capture ends", "capture.gap", Severity.MEDIUM, "messages cut by lost bytes"),
-    ("out of FIFO order", "traffic.out_of_order", Severity.MEDIUM,
+    ("tcp.lost_bytes", "capture.gap", Severity.MEDIUM, "messages cut by lost bytes"),
+    ("kafka.frame_incomplete", "capture.gap", Severity.MEDIUM, "messages cut by lost bytes"),
+    ("kafka.response_out_of_order", "traffic.out_of_order", Severity.MEDIUM,
      "responses out of request order"),
-    ("duplicate correlation id", "traffic.duplicate_correlation", Severity.MEDIUM,
+    ("kafka.duplicate_correlation_id", "traffic.duplicate_correlation", Severity.MEDIUM,
      "requests reusing a correlation id still in flight"),
 )
 _MISSING_BYTES = re.compile(r"(\d+) bytes missing|ends (\d+) bytes before")
@@ -398,9 +397,11 @@ def note_findings(evidence: Evidence) -> Iterator[Finding]:
     for message in evidence.capture.message_list:
         if not (message.notes or message.frame.notes):
             continue
-        text = "; ".join(n.message for n in message.all_notes())
-        for needle, kind, _, _ in _NOTE_KINDS:
-            if needle in text:
+        found = message.all_notes()
+        ids = {n.id for n in found}
+        text = "; ".join(n.message for n in found)
+        for expert_id, kind, _, _ in _NOTE_KINDS:
+            if expert_id in ids:
                 stream = message.frame.connection.index
                 buckets.setdefault((kind, stream), []).append(
                     {"message": message.number, "time": message.time, "notes": text})
@@ -418,11 +419,14 @@ def note_findings(evidence: Evidence) -> Iterator[Finding]:
         yield _finding(kind, severity, summary, items, evidence.streams, **details)
 
 
+_UNDECRYPTED = frozenset({"tls.no_keys", "tls.not_decrypted", "tls.unsupported"})
+
+
 @detector("capture.problems")
 def capture_problems(evidence: Evidence) -> Iterator[Finding]:
     """TLS on a Kafka port, cut or corrupt capture files (not tied to a message)."""
-    tls = [p.message for p in evidence.capture.problems if ": TLS, " in p.message]
-    other = [p.message for p in evidence.capture.problems if ": TLS, " not in p.message]
+    tls = [p.message for p in evidence.capture.problems if p.id in _UNDECRYPTED]
+    other = [p.message for p in evidence.capture.problems if p.id not in _UNDECRYPTED]
     messages = evidence.capture.message_list
     start, end = (messages[0].time, messages[-1].time) if messages else (0.0, 0.0)
     if tls:
