@@ -96,9 +96,9 @@ def test_parquet_export_reads_back_equal_to_the_table_in_memory(
 def test_parquet_keeps_real_dtypes_without_help(parquet_dir: Path) -> None:
     """The dtypes that matter survive as they are: no normalisation needed for these."""
     replicas = pd.read_parquet(parquet_dir / "quorum_story" / "quorum_replicas.parquet")
-    assert str(replicas.last_fetch.dtype.tz) == "UTC"
+    assert str(replicas.last_fetch_timestamp.dtype.tz) == "UTC"
     assert isinstance(replicas.role.dtype, pd.CategoricalDtype)
-    assert replicas.lag.dtype == "Int64" and replicas.last_fetch.isna().any()
+    assert replicas.lag.dtype == "Int64" and replicas.last_fetch_timestamp.isna().any()
     producers = pd.read_parquet(parquet_dir / "producers_story" / "producers.parquet")
     assert producers.current_txn_start_offset.dtype == "Int64"
     assert isinstance(producers.error_message.dtype, pd.StringDtype)
