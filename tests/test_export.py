@@ -21,7 +21,8 @@ from kdissect.present.analysis import Capture
 
 CAPTURES = ("tansu_topic_partitions", "producers_story", "quorum_story")
 TABLES = ("messages", "exchanges", "fields", "records", "batches", "topic_partitions",
-          "producers", "quorum", "quorum_replicas", "quorum_nodes")
+          "producers", "quorum", "quorum_replicas", "quorum_nodes", "produce", "fetch", "groups",
+          "errors")
 # Tables whose every column reads back from Parquet exactly as it was (records' headers
 # become key/value structs: see test_record_keys_values_and_headers_survive_parquet).
 EXACT_TABLES = tuple(name for name in TABLES if name != "records")

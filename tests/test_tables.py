@@ -395,6 +395,7 @@ def test_every_table_of_body_values_names_the_broker_of_its_connection(
 
 CONTEXT = {"number": "int64", "time": "utc", "stream": "int64", "broker": "category",
            "file": "category"}
+MESSAGE = {**CONTEXT, "api_name": "category", "direction": "category", "api_version": "Int64"}
 DTYPES: dict[str, dict[str, str]] = {
     "messages": {
         "number": "int64", "frame": "int64", "time": "utc", "stream": "int64",
@@ -463,6 +464,38 @@ DTYPES: dict[str, dict[str, str]] = {
     "quorum_nodes": {
         **CONTEXT, "node_id": "Int64", "listener_name": "category", "host": "string",
         "port": "Int64",
+    },
+    "produce": {
+        **MESSAGE, "topic_name": "category", "topic_id": "string", "partition_index": "Int64",
+        "record_count": "Int64", "records_bytes": "Int64", "partition_error": "category",
+        "error_message": "string", "base_offset": "Int64", "log_append_time": "utc",
+        "log_start_offset": "Int64", "throttle_time_ms": "Int64", "acks": "Int64",
+        "timeout_ms": "Int64", "transactional_id": "string",
+    },
+    "fetch": {
+        **MESSAGE, "topic_name": "category", "topic_id": "string", "partition_index": "Int64",
+        "record_count": "Int64", "records_bytes": "Int64", "error": "category",
+        "partition_error": "category", "high_watermark": "Int64",
+        "last_stable_offset": "Int64", "log_start_offset": "Int64",
+        "aborted_transactions": "Int64", "preferred_read_replica": "Int64",
+        "throttle_time_ms": "Int64", "replica_id": "Int64", "max_wait_ms": "Int64",
+        "min_bytes": "Int64", "max_bytes": "Int64", "isolation_level": "Int64",
+        "session_id": "Int64", "session_epoch": "Int64", "fetch_offset": "Int64",
+        "current_leader_epoch": "Int64", "last_fetched_epoch": "Int64",
+        "partition_max_bytes": "Int64",
+    },
+    "groups": {
+        **MESSAGE, "group_id": "category", "member_id": "category",
+        "group_instance_id": "category", "generation_id": "Int64", "member_epoch": "Int64",
+        "protocol_type": "category", "protocol_name": "category", "leader": "category",
+        "member_count": "Int64", "key_type": "category", "coordinator_key": "category",
+        "node_id": "Int64", "host": "string", "port": "Int64", "error": "category",
+        "error_message": "string", "throttle_time_ms": "Int64",
+    },
+    "errors": {
+        **MESSAGE, "path": "string", "field": "category", "error_code": "Int64",
+        "error": "category", "error_message": "string", "topic_name": "category",
+        "topic_id": "string", "partition_index": "Int64",
     },
 }  # fmt: skip
 

@@ -191,6 +191,22 @@ class Capture:
     def quorum_nodes(self) -> pd.DataFrame:
         return self.table("quorum_nodes")
 
+    @property
+    def produce(self) -> pd.DataFrame:
+        return self.table("produce")
+
+    @property
+    def fetch(self) -> pd.DataFrame:
+        return self.table("fetch")
+
+    @property
+    def groups(self) -> pd.DataFrame:
+        return self.table("groups")
+
+    @property
+    def errors(self) -> pd.DataFrame:
+        return self.table("errors")
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table by name, generic ones first."""
         return {name: self.table(name) for name in self.table_names()}
@@ -435,7 +451,7 @@ def field_paths(root: Node) -> list[tuple[Node, int, str]]:
 def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
     columns: Columns = {name: [] for name in spec.dtypes}
     for message in messages:
-        if message.api_key == spec.api_key and message.is_request == spec.request:
+        if spec.feeds(message):
             body = message.values(keep=False)  # None for a response whose request is missing
             if body is not None:
                 spec.rows(message, body, columns)

@@ -13,7 +13,7 @@ log: a Fetch response's offset, or for a Produce request the BaseOffset its
 paired response gave, plus the record's place in the field.
 
 Both tables start with the context columns every table shares
-(`kdissect.present.tables.CONTEXT_DTYPES`), then name the topic (`topic_name`,
+(`kdissect.present.table_spec.CONTEXT_DTYPES`), then name the topic (`topic_name`,
 or `topic_id` where the version names topics by id only, as Fetch v13+ does)
 and the partition (`partition_index`) the `records` field sits under.
 """
@@ -39,7 +39,7 @@ from kdissect.decode.records import (
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, message_plan
 from kdissect.decode.tree import Node
 from kdissect.pair.message import Message
-from kdissect.present.tables import CONTEXT_DTYPES, context_values
+from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
 
 Columns = dict[str, list[Any]]
 Topic = tuple[str | None, str | None]  # (name, id as text): what a records field sits under

@@ -18,68 +18,22 @@ connection (`broker`, "ip:port") and the capture file.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kdissect.dissectors import Values, items, known
 from kdissect.dissectors.describe_quorum import REPLICA_GROUPS, leader_log_end, replica_lag
-from kdissect.error_codes import error_name
-from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
-
-Columns = dict[str, list[Any]]
-RowMaker = Callable[[Message, Values, Columns], None]
-
-
-@dataclass(frozen=True, slots=True)
-class TableSpec:
-    """A tidy table an API contributes: which messages feed it and how rows are made.
-
-    `rows(message, values, columns)` appends one value per column for each row;
-    `dtypes` are pandas dtypes, or "utc" for epoch seconds, "utc_ms" for Kafka
-    millisecond timestamps, "object" for lists.
-    """
-
-    name: str
-    api_key: int
-    request: bool  # rows come from requests (True) or from paired responses
-    dtypes: Mapping[str, str]
-    rows: RowMaker
-
-
-CONTEXT_DTYPES = {
-    "number": "int64", "time": "utc", "stream": "int64", "broker": "category", "file": "category",
-}  # fmt: skip
-
-
-def message_context(message: Message) -> dict[str, Any]:
-    """The columns every table of body values starts with (`CONTEXT_DTYPES`): which message,
-    when, on which connection, to or from which broker, from which file."""
-    return dict(zip(CONTEXT_DTYPES, context_values(message), strict=True))
-
-
-def context_values(message: Message) -> tuple[Any, ...]:
-    """`message_context`'s values in column order, for tables filled column by column."""
-    connection = message.frame.connection
-    return (message.number, message.time_ns, connection.index, format_address(connection.server),
-            message.file)
-
-
-def add_row(columns: Columns, **row: Any) -> None:
-    for name, value in row.items():
-        columns[name].append(value)
-
-
-def _error(code: Any) -> str:
-    return error_name(code or 0)
-
-
-def _uuid_text(value: Any) -> str | None:
-    """A UUID as text; Kafka's all-zero "no id" is missing."""
-    return None if not isinstance(value, uuid.UUID) or value.int == 0 else str(value)
-
+from kdissect.present.table_spec import (
+    CONTEXT_DTYPES,
+    Columns,
+    TableSpec,
+    add_row,
+    context_values,
+    message_context,
+)
+from kdissect.present.table_spec import error as _error
+from kdissect.present.table_spec import uuid_text as _uuid_text
+from kdissect.present.traffic_tables import TRAFFIC_TABLES
 
 # -- DescribeTopicPartitions (75): one row per partition of each response ----------------
 
@@ -264,12 +218,17 @@ def node_rows(message: Message, body: Values, columns: Columns) -> None:
                     port=listener.get("Port"))
 
 
+def _answers(api_key: int) -> tuple[frozenset[int], bool]:
+    return frozenset({api_key}), False
+
+
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
-    TableSpec("topic_partitions", 75, False, TOPIC_PARTITIONS_DTYPES, topic_partition_rows),
-    TableSpec("producers", 61, False, PRODUCERS_DTYPES, producer_rows),
-    TableSpec("quorum", 55, False, QUORUM_DTYPES, quorum_rows),
-    TableSpec("quorum_replicas", 55, False, QUORUM_REPLICAS_DTYPES, replica_rows),
-    TableSpec("quorum_nodes", 55, False, QUORUM_NODES_DTYPES, node_rows),
+    TableSpec("topic_partitions", *_answers(75), TOPIC_PARTITIONS_DTYPES, topic_partition_rows),
+    TableSpec("producers", *_answers(61), PRODUCERS_DTYPES, producer_rows),
+    TableSpec("quorum", *_answers(55), QUORUM_DTYPES, quorum_rows),
+    TableSpec("quorum_replicas", *_answers(55), QUORUM_REPLICAS_DTYPES, replica_rows),
+    TableSpec("quorum_nodes", *_answers(55), QUORUM_NODES_DTYPES, node_rows),
+    *TRAFFIC_TABLES,
 )}
 
 __all__ = ["CONTEXT_DTYPES", "TABLES", "Columns", "TableSpec", "add_row", "context_values", "message_context"]
