@@ -5,6 +5,7 @@ per-API tables, and columns are the schema's field names in snake case, after
 the shared context columns (`kdissect.present.table_spec.CONTEXT_DTYPES`). A
 topic is `topic_name`, or `topic_id` in the versions that name topics by id
 only (Produce v13+, Fetch v13+); Kafka's -1 sentinels are missing values.
+Tagged fields are not among the flat values, so they have no columns.
 
 - `produce` and `fetch`: one row per topic-partition of each request and each
   response. Request-only columns are missing in response rows and the other
@@ -161,10 +162,9 @@ def fetch_rows(message: Message, body: Values, columns: Columns) -> None:
     row = _message_row(message)
     if message.is_request:
         row |= {column: body.get(name) for name, column in _FETCH_REQUEST.items()}
-        replica = body.get("ReplicaState")  # v15+: the follower's id moved here
-        if isinstance(replica, dict):
-            row["replica_id"] = replica.get("ReplicaId")
-        row["replica_id"] = known(row["replica_id"])  # -1: a consumer, not a follower
+        # -1: a consumer, not a follower. From v15 the follower's id is in the tagged
+        # ReplicaState, which flat values do not carry: missing there.
+        row["replica_id"] = known(row["replica_id"])
         for topic in items(body, "Topics"):
             for partition in items(topic, "Partitions"):
                 offsets = {column: known(partition.get(name)) for name, column in _FETCH_PARTITION.items()}
