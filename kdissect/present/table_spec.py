@@ -40,11 +40,14 @@ class TableSpec:
     request: bool | None  # rows come from requests (True), paired responses (False), or both
     dtypes: Mapping[str, str]
     rows: RowMaker
+    # Whether a message's definition can give rows at all, asked before its body is decoded.
+    carries: Callable[[Message], bool] | None = None
 
     def feeds(self, message: Message) -> bool:
         """Whether `message` may contribute rows (its body is decoded only if so)."""
         return ((not self.api_keys or message.api_key in self.api_keys)
-                and (self.request is None or message.is_request == self.request))
+                and (self.request is None or message.is_request == self.request)
+                and (self.carries is None or self.carries(message)))
 
 
 CONTEXT_DTYPES = {

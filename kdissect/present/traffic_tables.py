@@ -24,10 +24,12 @@ Tagged fields are not among the flat values, so they have no columns.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
 from kdissect.decode.records import decode_records, entries_records
+from kdissect.decode.schema.plan import StructPlan, message_plan
 from kdissect.dissectors import Values, items, known
 from kdissect.error_codes import error_name
 from kdissect.pair.message import Message
@@ -386,13 +388,39 @@ def _where(values: Values, where: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def carries_error_codes(message: Message) -> bool:
+    """Whether the message's definition has an `...ErrorCode` field anywhere (checked once
+    per API, version and direction): the errors table decodes no other body."""
+    if message.api_key is None or message.api_version is None:
+        return False
+    return _plan_has_error_codes(message.api_key, message.api_version, message.kind)
+
+
+@functools.cache
+def _plan_has_error_codes(api_key: int, version: int, kind: str) -> bool:
+    plan = message_plan(api_key, version, kind)
+    return plan is not None and _struct_has_error_codes(plan.body, set())
+
+
+def _struct_has_error_codes(plan: StructPlan, seen: set[str]) -> bool:
+    if plan.name in seen:
+        return False
+    seen.add(plan.name)
+    for field in plan.fields:
+        inner = field.element if field.element is not None else field
+        if field.name.endswith("ErrorCode") or (
+                inner.struct is not None and _struct_has_error_codes(inner.struct, seen)):
+            return True
+    return False
+
+
 GROUP_API_KEYS = frozenset(GROUP_APIS)
 
 TRAFFIC_TABLES = (
     TableSpec("produce", frozenset({PRODUCE}), None, PRODUCE_DTYPES, produce_rows),
     TableSpec("fetch", frozenset({FETCH}), None, FETCH_DTYPES, fetch_rows),
     TableSpec("groups", GROUP_API_KEYS, None, GROUPS_DTYPES, group_rows),
-    TableSpec("errors", frozenset(), None, ERRORS_DTYPES, error_rows),
+    TableSpec("errors", frozenset(), None, ERRORS_DTYPES, error_rows, carries_error_codes),
 )
 
 __all__ = ["ERRORS_DTYPES", "FETCH_DTYPES", "GROUPS_DTYPES", "PRODUCE_DTYPES", "TRAFFIC_TABLES",
