@@ -37,9 +37,9 @@ from kdissect.present.table_spec import (
     CONTEXT_DTYPES,
     Columns,
     TableSpec,
-    context_values,
     direction,
     error,
+    message_context,
     uuid_text,
 )
 
@@ -57,9 +57,8 @@ def _add(columns: Columns, row: dict[str, Any]) -> None:
 
 
 def _message_row(message: Message) -> dict[str, Any]:
-    return {**dict(zip(CONTEXT_DTYPES, context_values(message), strict=True)),
-            "api_name": message.api_name, "direction": direction(message),
-            "api_version": message.api_version}
+    return {**message_context(message), "api_name": message.api_name,
+            "direction": direction(message), "api_version": message.api_version}
 
 
 def _topic(topic: Values) -> dict[str, Any]:
