@@ -149,7 +149,7 @@ def test_info_counts_say_what_they_count_and_mark_changes():
     producers = {int(line.split()[0]): line for line in lines("-i", "--api", "61", PRODUCERS)}
     capture = kdissect.read_pcap(PRODUCERS)
     table = capture.producers.dropna(subset=["producer_id"])
-    for number, rows in table.groupby("message"):
+    for number, rows in table.groupby("number"):
         assert f"producers={rows.producer_id.nunique()} ({len(rows)} partition entries)" in producers[number]
     bumped = [line for line in producers.values() if "changed since" in line]
     assert bumped and all("producer epoch" in line for line in bumped)

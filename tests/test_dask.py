@@ -15,7 +15,8 @@ from tests.conftest import CAPTURES
 from tools.split_capture import packet_count, random_cuts, split
 
 SHIPPED = sorted(CAPTURES.glob("*.pcap"))
-SOME_TABLES = ("messages", "exchanges", "quorum_replicas", "producers", "topic_partitions")
+SOME_TABLES = ("messages", "exchanges", "quorum_replicas", "producers", "topic_partitions", "produce",
+               "fetch", "groups", "errors")
 
 
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:

@@ -21,7 +21,8 @@ from kdissect.present.analysis import Capture
 
 CAPTURES = ("tansu_topic_partitions", "producers_story", "quorum_story")
 TABLES = ("messages", "exchanges", "fields", "records", "batches", "topic_partitions",
-          "producers", "quorum", "quorum_replicas", "quorum_nodes")
+          "producers", "quorum", "quorum_replicas", "quorum_nodes", "produce", "fetch", "groups",
+          "errors")
 # Tables whose every column reads back from Parquet exactly as it was (records' headers
 # become key/value structs: see test_record_keys_values_and_headers_survive_parquet).
 EXACT_TABLES = tuple(name for name in TABLES if name != "records")
@@ -96,9 +97,9 @@ def test_parquet_export_reads_back_equal_to_the_table_in_memory(
 def test_parquet_keeps_real_dtypes_without_help(parquet_dir: Path) -> None:
     """The dtypes that matter survive as they are: no normalisation needed for these."""
     replicas = pd.read_parquet(parquet_dir / "quorum_story" / "quorum_replicas.parquet")
-    assert str(replicas.last_fetch.dtype.tz) == "UTC"
+    assert str(replicas.last_fetch_timestamp.dtype.tz) == "UTC"
     assert isinstance(replicas.role.dtype, pd.CategoricalDtype)
-    assert replicas.lag.dtype == "Int64" and replicas.last_fetch.isna().any()
+    assert replicas.lag.dtype == "Int64" and replicas.last_fetch_timestamp.isna().any()
     producers = pd.read_parquet(parquet_dir / "producers_story" / "producers.parquet")
     assert producers.current_txn_start_offset.dtype == "Int64"
     assert isinstance(producers.error_message.dtype, pd.StringDtype)

@@ -196,7 +196,7 @@ def test_a_registered_detector_slots_in(monkeypatch):
         table = evidence.table("messages")
         hits = F.rows(table[table.api_name == "Metadata"], ("number", "time"))
         yield F._finding("test.metadata", Severity.INFO, "metadata seen",
-                         [{**r, "message": r["number"]} for r in hits], evidence.streams)
+                         hits, evidence.streams)
 
     monkeypatch.setitem(F.DETECTORS, "test.metadata", every_metadata)
     found = F.find(kdissect.read_pcap(CAPTURES / "quorum_story.pcap"))

@@ -119,7 +119,7 @@ def test_strings_from_the_wire_are_never_executed_or_used_as_paths(tmp_path: Pat
     kdissect(work, "--export", "parquet", "hostile.pcap")
     tables = {"messages", "exchanges", "fields", "records", "batches", "topic_partitions",
               "producers", "quorum",
-              "quorum_replicas", "quorum_nodes"}
+              "quorum_replicas", "quorum_nodes", "produce", "fetch", "groups", "errors"}
     assert {str(p.relative_to(work)) for p in work.rglob("*")} == {
         "hostile.pcap", "csv", "parquet", *(f"csv/{t}.csv" for t in tables),
         *(f"parquet/{t}.parquet" for t in tables)}
@@ -133,7 +133,7 @@ def test_strings_from_the_wire_are_never_executed_or_used_as_paths(tmp_path: Pat
     names = [element["children"][0]["value"] for element in topics["children"][1:]]
     assert names == HOSTILE_TOPICS
     with open(work / "csv" / "producers.csv", newline="") as table:
-        assert [row["topic"] for row in csv.DictReader(table)] == HOSTILE_TOPICS
+        assert [row["topic_name"] for row in csv.DictReader(table)] == HOSTILE_TOPICS
 
 
 def test_a_cursor_from_the_wire_cannot_reach_the_terminal(capsys: pytest.CaptureFixture[str],

@@ -185,7 +185,7 @@ def test_producer_notebook_names_who_writes_where(producer_run: NotebookNode) ->
     for _, topic, partition, state in producer_states(sidecar("producers_story")):
         expected[(state["ProducerId"], topic, partition)].add(state["ProducerEpoch"])
     writers = answers(producer_run)["writers"]
-    assert {(w["producer_id"], w["topic"], w["partition"]): set(w["epochs"])
+    assert {(w["producer_id"], w["topic_name"], w["partition_index"]): set(w["epochs"])
             for w in writers} == expected
     assert len(writers) == len(expected) == 8
 
@@ -202,7 +202,7 @@ def test_producer_notebook_finds_the_epoch_bump_of_3002(producer_run: NotebookNo
             expected.add((times[index], *key, before["ProducerEpoch"], state["ProducerEpoch"],
                           before["LastSequence"], state["LastSequence"]))
         last[key] = state
-    found = {(b["time"], b["producer_id"], b["topic"], b["partition"], b["previous_epoch"],
+    found = {(b["time"], b["producer_id"], b["topic_name"], b["partition_index"], b["previous_epoch"],
               b["producer_epoch"], b["previous_sequence"], b["last_sequence"])
              for b in answers(producer_run)["epoch_bumps"]}
     assert found == expected
@@ -220,7 +220,7 @@ def test_producer_notebook_finds_the_transaction_left_open(producer_run: Noteboo
     final = len(times) - 1
     expected = {(*key, len(indexes), times[indexes[0]], times[indexes[-1]], indexes[-1] == final)
                 for key, indexes in seen.items()}
-    found = {(t["producer_id"], t["topic"], t["partition"], t["current_txn_start_offset"],
+    found = {(t["producer_id"], t["topic_name"], t["partition_index"], t["current_txn_start_offset"],
               t["responses"], t["first_seen"], t["last_seen"], t["still_open_at_end"])
              for t in answers(producer_run)["open_transactions"]}
     assert found == expected
@@ -233,7 +233,7 @@ def test_producer_notebook_lists_the_partition_errors(producer_run: NotebookNode
                 for step in steps(document) for topic in step["response"]["Topics"]
                 for partition in topic["Partitions"] if partition["ErrorCode"]]
     failed = answers(producer_run)["failed"]
-    assert [(f["topic"], f["partition"], f["error_message"]) for f in failed] == expected
+    assert [(f["topic_name"], f["partition_index"], f["error_message"]) for f in failed] == expected
     assert {f["partition_error"] for f in failed} == {"NOT_LEADER_OR_FOLLOWER"}
 
 
@@ -248,7 +248,7 @@ def test_quorum_notebook_finds_the_leader_change(quorum_run: NotebookNode) -> No
                 for index, (before, now) in enumerate(itertools.pairwise(partitions), start=1)
                 if (before["LeaderId"], before["LeaderEpoch"]) != (now["LeaderId"],
                                                                    now["LeaderEpoch"])]
-    found = [(c["time"], c["previous_leader"], c["previous_epoch"], c["leader"], c["leader_epoch"])
+    found = [(c["time"], c["previous_leader"], c["previous_epoch"], c["leader_id"], c["leader_epoch"])
              for c in answers(quorum_run)["leader_changes"]]
     assert found == expected
     assert [change[1:] for change in found] == [(1, 7, 2, 8)]
@@ -335,7 +335,7 @@ def test_quorum_notebook_lists_the_v2_controller_listeners(quorum_run: NotebookN
         for node in step["response"].get("Nodes", []):
             for listener in node["Listeners"]:
                 nodes[(node["NodeId"], listener["Name"], listener["Host"], listener["Port"])] += 1
-    found = {(n["node_id"], n["listener"], n["host"], n["port"]): n["responses"]
+    found = {(n["node_id"], n["listener_name"], n["host"], n["port"]): n["responses"]
              for n in answers(quorum_run)["listeners"]}
     assert found == nodes
     assert len(found) == 3

@@ -48,8 +48,8 @@ def test_produce_requests_carry_exactly_what_each_producer_sent(capture: Capture
     records = capture.records
     produced = records[(records.api_name == "Produce") & (records.direction == "request")].copy()
     produced["ms"] = produced.timestamp.map(lambda t: int(t.timestamp() * 1000))
-    assert set(produced.topic) == {SIDECAR["topic"]}
-    got = sorted(rows(produced, ["partition", "log_offset", "ms", "key", "value", "headers"]))
+    assert set(produced.topic_name) == {SIDECAR["topic"]}
+    got = sorted(rows(produced, ["partition_index", "log_offset", "ms", "key", "value", "headers"]))
     # log_offset: where the broker put each record, from the paired response's BaseOffset
     assert got == sorted((r["partition"], r["offset"], *sent(r)[1:]) for r in SIDECAR["produced"])
     assert len(got) == 33 and set(produced.offset) == {0, 1, 2}  # as the producer wrote them
@@ -61,7 +61,7 @@ def test_fetch_responses_carry_exactly_what_the_consumer_received(capture: Captu
     assert (fetched.log_offset == fetched.offset).all()
     data = fetched[fetched.control.isna()].copy()
     data["ms"] = data.timestamp.map(lambda t: int(t.timestamp() * 1000))
-    got = sorted(rows(data, ["partition", "offset", "ms", "key", "value", "headers"]))
+    got = sorted(rows(data, ["partition_index", "offset", "ms", "key", "value", "headers"]))
     expected = sorted((r["partition"], r["offset"], *sent(r)[1:]) for r in SIDECAR["consumed"])
     assert got == expected
     # ... at the offsets the broker gave each produced record
@@ -84,9 +84,9 @@ def test_every_codec_and_the_transaction_are_in_the_batches(capture: Capture) ->
 def test_tables_have_real_dtypes(capture: Capture) -> None:
     records, batches = capture.records, capture.batches
     kinds = {c: str(t) for c, t in records.dtypes.items()}
-    assert kinds["offset"] == kinds["partition"] == kinds["producer_id"] == kinds["sequence"] == "Int64"
+    assert kinds["offset"] == kinds["partition_index"] == kinds["producer_id"] == kinds["sequence"] == "Int64"
     assert kinds["timestamp"].startswith("datetime64") and str(records.timestamp.dt.tz) == "UTC"
-    assert {kinds[c] for c in ("api_name", "direction", "topic", "compression", "control")} == {"category"}
+    assert {kinds[c] for c in ("api_name", "direction", "topic_name", "compression", "control")} == {"category"}
     assert kinds["transactional"] == kinds["batch_crc_ok"] == "boolean"
     assert all(isinstance(h, list) and all(isinstance(k, str) for k, _ in h) for h in records.headers)
     assert str(batches.max_timestamp.dt.tz) == "UTC" and str(batches.base_offset.dtype) == "Int64"
@@ -132,7 +132,7 @@ def test_other_clients_batches_decode_with_their_crc_right(public_captures: Any,
                                                    if n.severity >= Severity.NOTE] == []
     records = capture.records
     assert records.batch_crc_ok.all()
-    got = [(r.topic, r.offset, r.key, r.value, [k for k, _ in r.headers]) for r in records.itertuples()]
+    got = [(r.topic_name, r.offset, r.key, r.value, [k for k, _ in r.headers]) for r in records.itertuples()]
     # the JSON log lines of nDPI's capture are long: only their shape is pinned
     assert [g if e[3] is not None else (*g[:3], None, g[4]) for g, e in zip(got, expected, strict=True)] == expected
-    assert all(v.startswith(b'{"timestamp":') for v in records[records.topic == "LB_MAIN_LOG_INPUT"].value)
+    assert all(v.startswith(b'{"timestamp":') for v in records[records.topic_name == "LB_MAIN_LOG_INPUT"].value)

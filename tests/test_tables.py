@@ -93,7 +93,7 @@ def response_keys(capture: Capture) -> dict[int, tuple[int, int]]:
 
 def table_keys(capture: Capture, table: pd.DataFrame) -> list[tuple[int, int]]:
     keys = response_keys(capture)
-    return [keys[int(number)] for number in table.message]
+    return [keys[int(number)] for number in table.number]
 
 
 def exchange_key(exchange: dict[str, Any]) -> tuple[int, int]:
@@ -102,7 +102,7 @@ def exchange_key(exchange: dict[str, Any]) -> tuple[int, int]:
 
 # -- DescribeProducers: producers --------------------------------------------------------
 
-PRODUCER_COLUMNS = ["topic", "partition", "partition_error", "error_message", "producer_id",
+PRODUCER_COLUMNS = ["topic_name", "partition_index", "partition_error", "error_message", "producer_id",
                     "producer_epoch", "last_sequence", "last_timestamp", "coordinator_epoch",
                     "current_txn_start_offset"]
 
@@ -112,7 +112,7 @@ def expected_producer_rows(document: dict[str, Any]) -> Iterator[tuple[tuple[int
     for exchange in story_exchanges(document, DESCRIBE_PRODUCERS):
         for topic in exchange["response"]["Topics"]:
             for partition in topic["Partitions"]:
-                where = {"topic": topic["Name"], "partition": partition["PartitionIndex"],
+                where = {"topic_name": topic["Name"], "partition_index": partition["PartitionIndex"],
                          "partition_error": error_name(partition["ErrorCode"]),
                          "error_message": partition["ErrorMessage"]}
                 for state in partition["ActiveProducers"]:
@@ -148,7 +148,7 @@ def test_producers_table_keeps_the_failed_partitions_as_error_rows(
     table = captures["producers_story"].producers
     failed = table[table.partition_error != "NONE"]
     assert len(failed) == 2  # orders 2 at two steps
-    assert set(failed.topic) == {"orders"} and set(failed.partition) == {2}
+    assert set(failed.topic_name) == {"orders"} and set(failed.partition_index) == {2}
     assert set(failed.partition_error) == {"NOT_LEADER_OR_FOLLOWER"}
     assert failed.error_message.notna().all() and failed.producer_id.isna().all()
 
@@ -157,10 +157,12 @@ def test_producers_table_rows_are_timed_by_their_response(captures: dict[str, Ca
     capture = captures["producers_story"]
     messages = capture.messages.set_index("number")
     table = capture.producers
-    answered = messages.loc[table.message]
+    answered = messages.loc[table.number]
     assert (answered.direction == "response").all() and (answered.api_key == 61).all()
     assert list(table.time) == list(answered.time)
     assert list(table.stream) == list(answered.stream)
+    assert list(table.broker) == list(answered.src)  # the broker answered
+    assert list(table.file) == list(answered.file)
     assert table.time.is_monotonic_increasing
 
 
@@ -173,18 +175,20 @@ def quorum_partitions(document: dict[str, Any]) -> Iterator[tuple[dict, dict, di
                 yield exchange, topic, partition
 
 
-QUORUM_COLUMNS = ["version", "error", "topic", "partition", "partition_error", "leader",
-                  "leader_epoch", "high_watermark", "voters", "observers"]
+QUORUM_COLUMNS = ["api_version", "error", "topic_name", "partition_index", "partition_error",
+                  "leader_id", "leader_epoch", "high_watermark", "voter_count", "observer_count"]
 
 
 def expected_quorum_rows(document: dict[str, Any]) -> list[tuple[tuple[int, int], dict]]:
     return [(exchange_key(exchange), {
-        "version": exchange["api_version"], "error": error_name(exchange["response"]["ErrorCode"]),
-        "topic": topic["TopicName"], "partition": partition["PartitionIndex"],
+        "api_version": exchange["api_version"],
+        "error": error_name(exchange["response"]["ErrorCode"]),
+        "topic_name": topic["TopicName"], "partition_index": partition["PartitionIndex"],
         "partition_error": error_name(partition["ErrorCode"]),
-        "leader": known(partition["LeaderId"]), "leader_epoch": partition["LeaderEpoch"],
+        "leader_id": known(partition["LeaderId"]), "leader_epoch": partition["LeaderEpoch"],
         "high_watermark": known(partition["HighWatermark"]),
-        "voters": len(partition["CurrentVoters"]), "observers": len(partition["Observers"]),
+        "voter_count": len(partition["CurrentVoters"]),
+        "observer_count": len(partition["Observers"]),
     }) for exchange, topic, partition in quorum_partitions(document)]
 
 
@@ -197,9 +201,9 @@ def test_quorum_table_holds_each_partition_the_peer_encoded(
     assert rows(capture.quorum, QUORUM_COLUMNS) == [row for _, row in expected]
 
 
-REPLICA_COLUMNS = ["topic", "partition", "leader", "leader_epoch", "high_watermark", "role",
-                   "replica_id", "directory_id", "log_end_offset", "lag", "last_fetch",
-                   "last_caught_up"]
+REPLICA_COLUMNS = ["topic_name", "partition_index", "leader_id", "leader_epoch", "high_watermark",
+                   "role", "replica_id", "replica_directory_id", "log_end_offset", "lag",
+                   "last_fetch_timestamp", "last_caught_up_timestamp"]
 
 
 def expected_replica_rows(document: dict[str, Any]) -> Iterator[tuple[tuple[int, int], dict]]:
@@ -212,8 +216,8 @@ def expected_replica_rows(document: dict[str, Any]) -> Iterator[tuple[tuple[int,
         leader, high_watermark = known(partition["LeaderId"]), known(partition["HighWatermark"])
         leader_end = next((known(voter["LogEndOffset"]) for voter in partition["CurrentVoters"]
                            if voter["ReplicaId"] == leader), None)
-        where = {"topic": topic["TopicName"], "partition": partition["PartitionIndex"],
-                 "leader": leader, "leader_epoch": partition["LeaderEpoch"],
+        where = {"topic_name": topic["TopicName"], "partition_index": partition["PartitionIndex"],
+                 "leader_id": leader, "leader_epoch": partition["LeaderEpoch"],
                  "high_watermark": high_watermark}
         for group, role in (("CurrentVoters", "voter"), ("Observers", "observer")):
             for replica in partition[group]:
@@ -222,10 +226,10 @@ def expected_replica_rows(document: dict[str, Any]) -> Iterator[tuple[tuple[int,
                 yield exchange_key(exchange), {
                     **where, "role": "leader" if is_leader else role,
                     "replica_id": replica["ReplicaId"],
-                    "directory_id": replica.get("ReplicaDirectoryId"),
+                    "replica_directory_id": replica.get("ReplicaDirectoryId"),
                     "log_end_offset": log_end, "lag": difference(leader_end, log_end),
-                    "last_fetch": kafka_time(replica.get("LastFetchTimestamp")),
-                    "last_caught_up": kafka_time(replica.get("LastCaughtUpTimestamp")),
+                    "last_fetch_timestamp": kafka_time(replica.get("LastFetchTimestamp")),
+                    "last_caught_up_timestamp": kafka_time(replica.get("LastCaughtUpTimestamp")),
                 }
 
 
@@ -248,7 +252,7 @@ def test_quorum_replicas_table_shows_the_lagging_voter_and_the_leader_change(
     table = captures["quorum_story"].quorum_replicas
     behind = table[(table.role != "observer") & (table.lag > 20)]
     assert set(behind.replica_id) == {3}
-    assert behind.last_caught_up.nunique() == 1  # stays put while it is behind
+    assert behind.last_caught_up_timestamp.nunique() == 1  # stays put while it is behind
     leaders = table[table.role == "leader"].drop_duplicates(["replica_id", "leader_epoch"])
     assert list(zip(leaders.replica_id, leaders.leader_epoch, strict=True)) == [(1, 7), (2, 8)]
 
@@ -256,7 +260,8 @@ def test_quorum_replicas_table_shows_the_lagging_voter_and_the_leader_change(
 def test_quorum_nodes_table_holds_the_v2_listeners(
         captures: dict[str, Capture], shipped_captures: Path) -> None:
     capture = captures["quorum_story"]
-    expected = [(exchange_key(exchange), {"node_id": node["NodeId"], "listener": listener["Name"],
+    expected = [(exchange_key(exchange), {"node_id": node["NodeId"],
+                                          "listener_name": listener["Name"],
                                           "host": listener["Host"], "port": listener["Port"]})
                 for exchange in story_exchanges(sidecar(shipped_captures, "quorum_story"),
                                                 DESCRIBE_QUORUM)
@@ -265,14 +270,15 @@ def test_quorum_nodes_table_holds_the_v2_listeners(
     table = capture.quorum_nodes
     assert len(table) == len(expected) == 12 * 3
     assert table_keys(capture, table) == [key for key, _ in expected]
-    assert rows(table, ["node_id", "listener", "host", "port"]) == [row for _, row in expected]
+    assert rows(table, ["node_id", "listener_name", "host", "port"]) == [row for _, row in expected]
 
 
 # -- DescribeTopicPartitions: topic_partitions (the real broker) ---------------------------
 
-TOPIC_PARTITION_COLUMNS = ["topic", "topic_id", "is_internal", "topic_error", "partition",
-                           "partition_error", "leader", "leader_epoch", "replicas", "isr",
-                           "eligible_leader_replicas", "last_known_elr", "offline_replicas"]
+TOPIC_PARTITION_COLUMNS = ["level", "topic_name", "topic_id", "is_internal", "topic_error",
+                           "partition_index", "partition_error", "leader_id", "leader_epoch",
+                           "replica_nodes", "isr_nodes", "eligible_leader_replicas",
+                           "last_known_elr", "offline_replicas"]
 
 
 def expected_topic_partition_rows(document: dict[str, Any]) -> Iterator[tuple[int, dict]]:
@@ -288,23 +294,23 @@ def expected_topic_partition_rows(document: dict[str, Any]) -> Iterator[tuple[in
     """
     for call, entry in enumerate(document["describe_topic_partitions"]):
         for topic in entry["result"]["topics"]:
-            where = {"topic": topic["name"], "topic_id": topic["topic_id"],
+            where = {"topic_name": topic["name"], "topic_id": topic["topic_id"],
                      "is_internal": topic["is_internal"],
                      "topic_error": error_name(topic["error_code"])}
             for partition in topic["partitions"]:
-                yield call, {**where, **partition_columns(partition)}
+                yield call, {"level": "partition", **where, **partition_columns(partition)}
             if not topic["partitions"]:
-                yield call, {**where, **dict.fromkeys(TOPIC_PARTITION_COLUMNS[4:])}
+                yield call, {"level": "topic", **where, **dict.fromkeys(TOPIC_PARTITION_COLUMNS[5:])}
 
 
 def partition_columns(partition: dict[str, Any]) -> dict[str, Any]:
     return {
-        "partition": partition["partition_index"],
+        "partition_index": partition["partition_index"],
         "partition_error": error_name(partition["error_code"]),
-        "leader": known(partition["leader_id"]),
+        "leader_id": known(partition["leader_id"]),
         "leader_epoch": known(partition["leader_epoch"]),
-        "replicas": partition["replica_nodes"],
-        "isr": partition["isr_nodes"],
+        "replica_nodes": partition["replica_nodes"],
+        "isr_nodes": partition["isr_nodes"],
         "eligible_leader_replicas": partition["eligible_leader_replicas"] or [],
         "last_known_elr": partition["last_known_elr"] or [],
         "offline_replicas": partition["offline_replicas"],
@@ -325,7 +331,7 @@ def test_topic_partitions_table_matches_what_kafka_python_read_from_tansu(
     responses = describe_topic_partitions_responses(capture)
     assert len(responses) == 5
     assert len(table) == len(expected) == (6 + 3 + 2) + 3 * (6 + 3) + 1
-    assert list(table.message) == [responses[call] for call, _ in expected]
+    assert list(table.number) == [responses[call] for call, _ in expected]
     assert rows(table, TOPIC_PARTITION_COLUMNS) == [row for _, row in expected]
 
 
@@ -341,7 +347,7 @@ def test_topic_partitions_empty_arrays_are_empty_on_the_wire_not_null(
         assert RESPONSE_BODY_START + size == len(data)
         from_kio = [(p.eligible_leader_replicas, p.last_known_elr, p.offline_replicas)
                     for topic in response.topics for p in topic.partitions]
-        mine = table[(table.message == number) & table.partition.notna()]
+        mine = table[(table.number == number) & (table.level == "partition")]
         assert from_kio == [tuple(map(tuple, arrays)) for arrays in zip(
             mine.eligible_leader_replicas, mine.last_known_elr, mine.offline_replicas,
             strict=True)]
@@ -350,16 +356,46 @@ def test_topic_partitions_empty_arrays_are_empty_on_the_wire_not_null(
 
 def test_unknown_topic_row_has_its_error_and_no_partition(captures: dict[str, Capture]) -> None:
     table = captures[BROKER_SESSION].topic_partitions
-    unknown = table[table.topic == "no-such-topic"]
+    unknown = table[table.topic_name == "no-such-topic"]
     assert len(unknown) == 1
     row = unknown.iloc[0]
     assert row.topic_error == "UNKNOWN_TOPIC_OR_PARTITION"
-    assert row.topic_id is pd.NA and row.partition is pd.NA and row.replicas is None
+    assert row.level == "topic"
+    assert row.topic_id is pd.NA and row.partition_index is pd.NA and row.replica_nodes is None
+
+
+def test_a_topic_error_is_not_a_leaderless_partition(captures: dict[str, Capture]) -> None:
+    """The unknown topic's row is a topic row: its missing leader is no partition's."""
+    table = captures[BROKER_SESSION].topic_partitions
+    assert set(table.level) == {"topic", "partition"}
+    topics = table[table.level == "topic"]
+    assert list(topics.topic_error) == ["UNKNOWN_TOPIC_OR_PARTITION"]
+    assert topics[list(TOPIC_PARTITION_COLUMNS[5:])].isna().all().all()
+    partitions = table[table.level == "partition"]
+    assert partitions.partition_index.notna().all() and partitions.leader_id.notna().all()
+    assert len(table[table.leader_id.isna()]) == len(topics) == 1
+
+
+def test_every_table_of_body_values_names_the_broker_of_its_connection(
+        captures: dict[str, Capture]) -> None:
+    """`broker` is the server side of the row's connection, as the exchanges table has it."""
+    for capture in captures.values():
+        exchanges = capture.exchanges
+        servers = dict(zip(exchanges.stream, exchanges.server.astype(str), strict=True))
+        with_rows = 0
+        for name, table in capture.tables().items():
+            if "broker" not in table.columns:
+                continue
+            assert list(table.broker.astype(str)) == [servers[s] for s in table.stream], name
+            with_rows += bool(len(table))
+        assert with_rows
 
 
 # -- dtypes --------------------------------------------------------------------------------
 
-CONTEXT = {"time": "utc", "message": "int64", "stream": "int64", "file": "category"}
+CONTEXT = {"number": "int64", "time": "utc", "stream": "int64", "broker": "category",
+           "file": "category"}
+MESSAGE = {**CONTEXT, "api_name": "category", "direction": "category", "api_version": "Int64"}
 DTYPES: dict[str, dict[str, str]] = {
     "messages": {
         "number": "int64", "frame": "int64", "time": "utc", "stream": "int64",
@@ -381,52 +417,85 @@ DTYPES: dict[str, dict[str, str]] = {
         "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
     },
     "records": {
-        "number": "int64", "time": "utc", "api_name": "category", "direction": "category",
-        "topic": "category", "partition": "Int64", "offset": "Int64", "log_offset": "Int64",
-        "timestamp": "utc", "timestamp_type": "category", "key": "object", "value": "object",
-        "headers": "object", "producer_id": "Int64", "producer_epoch": "Int64",
-        "sequence": "Int64", "transactional": "boolean", "control": "category",
-        "compression": "category", "magic": "Int64", "batch_crc_ok": "boolean",
-        "key_size": "Int64", "value_size": "Int64", "file": "category",
+        **CONTEXT, "api_name": "category", "direction": "category", "topic_name": "category",
+        "topic_id": "string", "partition_index": "Int64", "offset": "Int64",
+        "log_offset": "Int64", "timestamp": "utc", "timestamp_type": "category",
+        "key": "object", "value": "object", "headers": "object", "producer_id": "Int64",
+        "producer_epoch": "Int64", "sequence": "Int64", "transactional": "boolean",
+        "control": "category", "compression": "category", "magic": "Int64",
+        "batch_crc_ok": "boolean", "key_size": "Int64", "value_size": "Int64",
     },
     "batches": {
-        "number": "int64", "time": "utc", "api_name": "category", "direction": "category",
-        "topic": "category", "partition": "Int64", "batch": "int64", "position": "int64",
+        **CONTEXT, "api_name": "category", "direction": "category", "topic_name": "category",
+        "topic_id": "string", "partition_index": "Int64", "batch": "int64", "position": "int64",
         "size": "int64", "kind": "category", "magic": "Int64", "base_offset": "Int64",
         "last_offset": "Int64", "partition_leader_epoch": "Int64", "crc_ok": "boolean",
         "compression": "category", "timestamp_type": "category", "transactional": "boolean",
         "control": "boolean", "base_timestamp": "utc", "max_timestamp": "utc",
         "producer_id": "Int64", "producer_epoch": "Int64", "base_sequence": "Int64",
         "record_count": "Int64", "records": "Int64", "compressed_bytes": "Int64",
-        "decompressed_bytes": "Int64", "notes": "string", "file": "category",
+        "decompressed_bytes": "Int64", "notes": "string",
     },
     "topic_partitions": {
-        **CONTEXT, "topic": "category", "topic_id": "string", "is_internal": "boolean",
-        "topic_error": "category", "partition": "Int64", "partition_error": "category",
-        "leader": "Int64", "leader_epoch": "Int64", "replicas": "object", "isr": "object",
-        "eligible_leader_replicas": "object", "last_known_elr": "object",
-        "offline_replicas": "object",
+        **CONTEXT, "level": "category", "topic_name": "category", "topic_id": "string",
+        "is_internal": "boolean", "topic_error": "category", "partition_index": "Int64",
+        "partition_error": "category", "leader_id": "Int64", "leader_epoch": "Int64",
+        "replica_nodes": "object", "isr_nodes": "object", "eligible_leader_replicas": "object",
+        "last_known_elr": "object", "offline_replicas": "object",
     },
     "producers": {
-        **CONTEXT, "topic": "category", "partition": "Int64", "partition_error": "category",
-        "error_message": "string", "producer_id": "Int64", "producer_epoch": "Int64",
-        "last_sequence": "Int64", "last_timestamp": "utc", "coordinator_epoch": "Int64",
-        "current_txn_start_offset": "Int64",
+        **CONTEXT, "topic_name": "category", "partition_index": "Int64",
+        "partition_error": "category", "error_message": "string", "producer_id": "Int64",
+        "producer_epoch": "Int64", "last_sequence": "Int64", "last_timestamp": "utc",
+        "coordinator_epoch": "Int64", "current_txn_start_offset": "Int64",
     },
     "quorum": {
-        **CONTEXT, "version": "Int64", "error": "category", "topic": "category",
-        "partition": "Int64", "partition_error": "category", "leader": "Int64",
-        "leader_epoch": "Int64", "high_watermark": "Int64", "voters": "Int64",
-        "observers": "Int64",
+        **CONTEXT, "api_version": "Int64", "error": "category", "topic_name": "category",
+        "partition_index": "Int64", "partition_error": "category", "leader_id": "Int64",
+        "leader_epoch": "Int64", "high_watermark": "Int64", "voter_count": "Int64",
+        "observer_count": "Int64",
     },
     "quorum_replicas": {
-        **CONTEXT, "topic": "category", "partition": "Int64", "leader": "Int64",
+        **CONTEXT, "topic_name": "category", "partition_index": "Int64", "leader_id": "Int64",
         "leader_epoch": "Int64", "high_watermark": "Int64", "role": "category",
-        "replica_id": "Int64", "directory_id": "string", "log_end_offset": "Int64",
-        "lag": "Int64", "last_fetch": "utc", "last_caught_up": "utc",
+        "replica_id": "Int64", "replica_directory_id": "string", "log_end_offset": "Int64",
+        "lag": "Int64", "last_fetch_timestamp": "utc", "last_caught_up_timestamp": "utc",
     },
     "quorum_nodes": {
-        **CONTEXT, "node_id": "Int64", "listener": "category", "host": "string", "port": "Int64",
+        **CONTEXT, "node_id": "Int64", "listener_name": "category", "host": "string",
+        "port": "Int64",
+    },
+    "produce": {
+        **MESSAGE, "topic_name": "category", "topic_id": "string", "partition_index": "Int64",
+        "record_count": "Int64", "records_bytes": "Int64", "partition_error": "category",
+        "error_message": "string", "base_offset": "Int64", "log_append_time": "utc",
+        "log_start_offset": "Int64", "throttle_time_ms": "Int64", "acks": "Int64",
+        "timeout_ms": "Int64", "transactional_id": "string",
+    },
+    "fetch": {
+        **MESSAGE, "topic_name": "category", "topic_id": "string", "partition_index": "Int64",
+        "record_count": "Int64", "records_bytes": "Int64", "error": "category",
+        "partition_error": "category", "high_watermark": "Int64",
+        "last_stable_offset": "Int64", "log_start_offset": "Int64",
+        "aborted_transactions": "Int64", "preferred_read_replica": "Int64",
+        "throttle_time_ms": "Int64", "replica_id": "Int64", "max_wait_ms": "Int64",
+        "min_bytes": "Int64", "max_bytes": "Int64", "isolation_level": "Int64",
+        "session_id": "Int64", "session_epoch": "Int64", "fetch_offset": "Int64",
+        "current_leader_epoch": "Int64", "last_fetched_epoch": "Int64",
+        "partition_max_bytes": "Int64",
+    },
+    "groups": {
+        **MESSAGE, "group_id": "category", "member_id": "category",
+        "group_instance_id": "category", "generation_id": "Int64", "member_epoch": "Int64",
+        "protocol_type": "category", "protocol_name": "category", "leader": "category",
+        "member_count": "Int64", "key_type": "category", "coordinator_key": "category",
+        "node_id": "Int64", "host": "string", "port": "Int64", "error": "category",
+        "error_message": "string", "throttle_time_ms": "Int64",
+    },
+    "errors": {
+        **MESSAGE, "path": "string", "field": "category", "error_code": "Int64",
+        "error": "category", "error_message": "string", "topic_name": "category",
+        "topic_id": "string", "partition_index": "Int64",
     },
 }  # fmt: skip
 
@@ -454,8 +523,8 @@ def test_every_table_has_its_columns_with_real_dtypes(captures: dict[str, Captur
 
 def test_object_columns_hold_lists_of_ints(captures: dict[str, Capture]) -> None:
     table = captures[BROKER_SESSION].topic_partitions
-    listed = table[table.partition.notna()]
-    for column in ("replicas", "isr", "eligible_leader_replicas", "offline_replicas"):
+    listed = table[table.level == "partition"]
+    for column in ("replica_nodes", "isr_nodes", "eligible_leader_replicas", "offline_replicas"):
         assert all(isinstance(value, list) and all(type(item) is int for item in value)
                    for value in listed[column]), column
 

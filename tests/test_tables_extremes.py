@@ -69,5 +69,5 @@ def test_quorum_tables_build_for_int64_extremes_with_exact_lags(tmp_path: Path) 
     assert replicas.log_end_offset.tolist() == [INT64_MAX, 0, INT64_MIN, 5]
     assert replicas.lag.tolist() == [0, INT64_MAX, pd.NA, INT64_MAX - 5]  # exact, never rounded
     assert replicas.high_watermark.tolist() == [INT64_MAX] * 4
-    assert replicas.last_fetch.isna().tolist() == [True, True, True, False]  # beyond datetimes: missing
+    assert replicas.last_fetch_timestamp.isna().tolist() == [True, True, True, False]  # beyond datetimes: missing
     assert capture.quorum.high_watermark.tolist() == [INT64_MAX]

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from kdissect.decode.record_nodes import records_unexpanded
 from kdissect.decode.rows import Row
 from kdissect.decode.schema import configure_definitions
 from kdissect.decode.tree import Node, Role
@@ -190,6 +191,22 @@ class Capture:
     @property
     def quorum_nodes(self) -> pd.DataFrame:
         return self.table("quorum_nodes")
+
+    @property
+    def produce(self) -> pd.DataFrame:
+        return self.table("produce")
+
+    @property
+    def fetch(self) -> pd.DataFrame:
+        return self.table("fetch")
+
+    @property
+    def groups(self) -> pd.DataFrame:
+        return self.table("groups")
+
+    @property
+    def errors(self) -> pd.DataFrame:
+        return self.table("errors")
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table by name, generic ones first."""
@@ -433,12 +450,15 @@ def field_paths(root: Node) -> list[tuple[Node, int, str]]:
 
 
 def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
+    """A table's rows from flat values; a body the generated decoders leave to the
+    interpreter keeps its `records` as bytes (the rows count them without a tree)."""
     columns: Columns = {name: [] for name in spec.dtypes}
-    for message in messages:
-        if message.api_key == spec.api_key and message.is_request == spec.request:
-            body = message.values(keep=False)  # None for a response whose request is missing
-            if body is not None:
-                spec.rows(message, body, columns)
+    with records_unexpanded():
+        for message in messages:
+            if spec.feeds(message):
+                body = message.values(keep=False)  # None for a response whose request is missing
+                if body is not None:
+                    spec.rows(message, body, columns)
     return _typed(columns, spec.dtypes)
 
 

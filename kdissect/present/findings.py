@@ -185,7 +185,7 @@ class BodyFact:
 
     kind: str  # "error", "throttle", "group", "wait"
     time: float
-    message: int
+    number: int  # the message's
     stream: int
     api: str
     value: str  # the error's name, the throttle milliseconds, the wait milliseconds
@@ -339,8 +339,8 @@ def rows(frame: pd.DataFrame, columns: Iterable[str]) -> list[dict[str, Any]]:
 
 def _finding(kind: str, severity: Severity, summary: str, evidence: list[dict[str, Any]],
              streams: Mapping[int, int], count: int | None = None, **details: Any) -> Finding:
-    """A finding from rows that carry `time` and `message`; `count` defaults to the rows."""
-    numbers = tuple(sorted({int(row["message"]) for row in evidence}))
+    """A finding from rows that carry `time` and the message `number`; `count` defaults to the rows."""
+    numbers = tuple(sorted({int(row["number"]) for row in evidence}))
     times = [row["time"] for row in evidence if row["time"] is not None]
     connections = {streams.get(n) for n in numbers}
     return Finding(kind, severity, summary, min(times), max(times),
@@ -404,7 +404,7 @@ def note_findings(evidence: Evidence) -> Iterator[Finding]:
             if expert_id in ids:
                 stream = message.frame.connection.index
                 buckets.setdefault((kind, stream), []).append(
-                    {"message": message.number, "time": message.time, "notes": text})
+                    {"number": message.number, "time": message.time, "notes": text})
                 break
     meaning = {kind: (severity, text) for _, kind, severity, text in _NOTE_KINDS}
     for (kind, stream), items in buckets.items():
@@ -447,11 +447,10 @@ def malformed(evidence: Evidence) -> Iterator[Finding]:
     found = [{"number": n, "time": evidence.capture.message(n).time,
               "api_name": evidence.capture.message(n).api_name} for n in sorted(broken)]
     for api, items in grouped(found, "api_name").items():
-        evidence_rows = [{**r, "message": r["number"]} for r in items]
         first = broken[items[0]["number"]][0]
         yield _finding("traffic.malformed", Severity.MEDIUM,
                        f"{len(items)} malformed {api[0] or 'unknown API'} messages, first: "
-                       f"{printable(first)}", evidence_rows, evidence.streams,
+                       f"{printable(first)}", items, evidence.streams,
                        api=api[0], problems=sorted({p for r in items for p in broken[r["number"]]})[:10])
 
 
@@ -472,8 +471,8 @@ def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
                     and r["latency_ms"] > limits.slow_factor * median)]
         if not slow:
             continue
-        evidence_rows = [{"time": r["time"], "message": r["request"]} for r in slow]
-        evidence_rows += [{"time": r["time"], "message": r["response"]} for r in slow]
+        evidence_rows = [{"time": r["time"], "number": r["request"]} for r in slow]
+        evidence_rows += [{"time": r["time"], "number": r["response"]} for r in slow]
         worst = max(r["latency_ms"] for r in slow)
         yield _finding("traffic.slow", Severity.MEDIUM,
                        f"{len(slow)} slow {api} exchange(s): up to {worst:.1f} ms "
@@ -524,7 +523,7 @@ def join_group_storms(evidence: Evidence) -> Iterator[Finding]:
     the headers, so it works before JoinGroup bodies are decoded (the group is then '?')."""
     limits = evidence.thresholds
     groups = evidence.body_facts.group_ids
-    joins = [{"time": m.time, "message": m.number, "client": m.client_id or "",
+    joins = [{"time": m.time, "number": m.number, "client": m.client_id or "",
               "group": groups.get(m.number, "?")}
              for m in evidence.capture.message_list if m.is_request and m.api_key == JOIN_GROUP]
     for (group,), items in grouped(joins, "group").items():
@@ -557,11 +556,11 @@ def voter_lags(capture: Capture) -> list[dict[str, Any]]:
     """Each voter's lag in each DescribeQuorum answer, by Kafka's definition: the leader's
     log end offset minus the replica's. The leader itself has lag 0; an answer without a
     known leader gives no lags."""
-    replicas = rows(capture.quorum_replicas, ("time", "message", "topic", "partition", "role",
-                                               "replica_id", "log_end_offset", "leader",
+    replicas = rows(capture.quorum_replicas, ("time", "number", "topic_name", "partition_index", "role",
+                                               "replica_id", "log_end_offset", "leader_id",
                                                "leader_epoch"))
     lags = []
-    for group in grouped(replicas, "message", "topic", "partition").values():
+    for group in grouped(replicas, "number", "topic_name", "partition_index").values():
         leader_end = next((r["log_end_offset"] for r in group if r["role"] == "leader"), None)
         if leader_end is None:
             continue
@@ -574,19 +573,19 @@ def voter_lags(capture: Capture) -> list[dict[str, Any]]:
 @detector("quorum.leader")
 def quorum_leaders(evidence: Evidence) -> Iterator[Finding]:
     """Leader changes and epoch bumps (low), answers with no leader (high)."""
-    quorum = rows(evidence.table("quorum"), ("time", "message", "topic", "partition", "leader",
+    quorum = rows(evidence.table("quorum"), ("time", "number", "topic_name", "partition_index", "leader_id",
                                              "leader_epoch"))
-    for (topic, partition), series in grouped(quorum, "topic", "partition").items():
+    for (topic, partition), series in grouped(quorum, "topic_name", "partition_index").items():
         name = _topic_partition(topic, partition)
         for before, after in itertools.pairwise(series):
-            if (before["leader"], before["leader_epoch"]) != (after["leader"], after["leader_epoch"]):
+            if (before["leader_id"], before["leader_epoch"]) != (after["leader_id"], after["leader_epoch"]):
                 yield _finding("quorum.leader_change", Severity.LOW,
-                               f"{name}: leader {_id(before['leader'])} -> {_id(after['leader'])}, "
+                               f"{name}: leader {_id(before['leader_id'])} -> {_id(after['leader_id'])}, "
                                f"epoch {before['leader_epoch']} -> {after['leader_epoch']}",
                                [before, after], evidence.streams, count=1, topic=topic,
-                               partition=partition, leader_from=before["leader"], leader_to=after["leader"],
+                               partition=partition, leader_from=before["leader_id"], leader_to=after["leader_id"],
                                epoch_from=before["leader_epoch"], epoch_to=after["leader_epoch"])
-        for run in episodes(series, lambda r: r["leader"] is None):
+        for run in episodes(series, lambda r: r["leader_id"] is None):
             yield _finding("quorum.no_leader", Severity.HIGH,
                            f"{name}: no quorum leader in {len(run)} answer(s) (epoch "
                            f"{run[0]['leader_epoch']})", run, evidence.streams, topic=topic,
@@ -605,13 +604,13 @@ def quorum_voter_lag(evidence: Evidence) -> Iterator[Finding]:
     lagging_per_answer: dict[int, int] = {}
     voters_per_answer: dict[int, int] = {}
     for r in lags:
-        voters_per_answer[r["message"]] = voters_per_answer.get(r["message"], 0) + 1
-        lagging_per_answer[r["message"]] = lagging_per_answer.get(r["message"], 0) + (r["lag"] > limit)
-    for (topic, partition, replica), series in grouped(lags, "topic", "partition",
+        voters_per_answer[r["number"]] = voters_per_answer.get(r["number"], 0) + 1
+        lagging_per_answer[r["number"]] = lagging_per_answer.get(r["number"], 0) + (r["lag"] > limit)
+    for (topic, partition, replica), series in grouped(lags, "topic_name", "partition_index",
                                                         "replica_id").items():
         for run in episodes(series, lambda r: r["lag"] > limit):
             peak = max(run, key=lambda r: r["lag"])
-            majority = any(2 * lagging_per_answer[r["message"]] > voters_per_answer[r["message"]]
+            majority = any(2 * lagging_per_answer[r["number"]] > voters_per_answer[r["number"]]
                            for r in run)
             ended = run[-1] is not series[-1]
             yield _finding("quorum.voter_lag", Severity.HIGH if majority else Severity.MEDIUM,
@@ -620,7 +619,7 @@ def quorum_voter_lag(evidence: Evidence) -> Iterator[Finding]:
                            f"{len(run)} answer(s)" + ("" if ended else ", still at the end")
                            + ("; a majority of voters lagged" if majority else ""),
                            run, evidence.streams, topic=topic, partition=partition,
-                           replica_id=replica, peak_lag=peak["lag"], peak_message=peak["message"],
+                           replica_id=replica, peak_lag=peak["lag"], peak_message=peak["number"],
                            majority_lagging=majority, ended=ended)
 
 
@@ -629,20 +628,20 @@ def quorum_stale_fetchers(evidence: Evidence) -> Iterator[Finding]:
     """Replicas whose last fetch is older than the threshold when the leader answered."""
     limit_s = evidence.thresholds.stale_fetch_ms / 1000.0
     replicas = rows(evidence.table("quorum_replicas"), (
-        "time", "message", "topic", "partition", "role", "replica_id", "last_fetch",
-        "last_caught_up"))
+        "time", "number", "topic_name", "partition_index", "role", "replica_id", "last_fetch_timestamp",
+        "last_caught_up_timestamp"))
     # "Now" on the leader's clock: the latest time the answer mentions (the leader's own
     # caught-up time is its clock at the answer), so clock skew between the broker and the
     # capturing host does not make fetchers look stale; the capture time when none is given.
     leader_now: dict[int, float] = {}
     for r in replicas:
-        for stamp in (r["last_fetch"], r["last_caught_up"]):
+        for stamp in (r["last_fetch_timestamp"], r["last_caught_up_timestamp"]):
             if stamp is not None:
-                leader_now[r["message"]] = max(leader_now.get(r["message"], stamp), stamp)
-    followers = [{**r, "since": leader_now.get(r["message"], r["time"]) - r["last_fetch"]}
-                 for r in replicas if r["role"] != "leader" and r["last_fetch"] is not None]
+                leader_now[r["number"]] = max(leader_now.get(r["number"], stamp), stamp)
+    followers = [{**r, "since": leader_now.get(r["number"], r["time"]) - r["last_fetch_timestamp"]}
+                 for r in replicas if r["role"] != "leader" and r["last_fetch_timestamp"] is not None]
     for (topic, partition, replica, role), series in grouped(
-            followers, "topic", "partition", "replica_id", "role").items():
+            followers, "topic_name", "partition_index", "replica_id", "role").items():
         for run in episodes(series, lambda r: r["since"] > limit_s):
             worst = max(r["since"] for r in run)
             yield _finding("quorum.stale_fetch", Severity.HIGH if role == "voter" else Severity.MEDIUM,
@@ -656,8 +655,8 @@ def quorum_stale_fetchers(evidence: Evidence) -> Iterator[Finding]:
 def quorum_observers(evidence: Evidence) -> Iterator[Finding]:
     """Observers joining or leaving the quorum's answer (info)."""
     replicas = rows(evidence.table("quorum_replicas"), (
-        "time", "message", "topic", "partition", "role", "replica_id"))
-    answers = grouped(replicas, "topic", "partition", "message")
+        "time", "number", "topic_name", "partition_index", "role", "replica_id"))
+    answers = grouped(replicas, "topic_name", "partition_index", "number")
     previous: dict[tuple[Any, Any], tuple[dict[str, Any], set[int]]] = {}
     for (topic, partition, _), group in answers.items():
         seen = {r["replica_id"] for r in group if r["role"] == "observer"}
@@ -676,16 +675,16 @@ def quorum_observers(evidence: Evidence) -> Iterator[Finding]:
 @detector("quorum.high_watermark")
 def quorum_high_watermark(evidence: Evidence) -> Iterator[Finding]:
     """A high watermark that stops while the leader's log keeps growing (high)."""
-    ends = {(r["message"], r["topic"], r["partition"]): r["log_end_offset"] for r in rows(
-        evidence.table("quorum_replicas"), ("message", "topic", "partition", "role",
+    ends = {(r["number"], r["topic_name"], r["partition_index"]): r["log_end_offset"] for r in rows(
+        evidence.table("quorum_replicas"), ("number", "topic_name", "partition_index", "role",
                                             "log_end_offset")) if r["role"] == "leader"}
-    quorum = rows(evidence.table("quorum"), ("time", "message", "topic", "partition",
+    quorum = rows(evidence.table("quorum"), ("time", "number", "topic_name", "partition_index",
                                              "high_watermark"))
-    for (topic, partition), series in grouped(quorum, "topic", "partition").items():
+    for (topic, partition), series in grouped(quorum, "topic_name", "partition_index").items():
         marked = []
         for before, after in itertools.pairwise(series):
-            end_before = ends.get((before["message"], topic, partition))
-            end_after = ends.get((after["message"], topic, partition))
+            end_before = ends.get((before["number"], topic, partition))
+            end_after = ends.get((after["number"], topic, partition))
             stalled = (after["high_watermark"] is not None
                        and after["high_watermark"] == before["high_watermark"]
                        and end_before is not None and end_after is not None
@@ -705,7 +704,7 @@ def quorum_high_watermark(evidence: Evidence) -> Iterator[Finding]:
 
 # -- producers (DescribeProducers) ------------------------------------------------------
 
-_PRODUCER_COLUMNS = ("time", "message", "topic", "partition", "producer_id", "producer_epoch",
+_PRODUCER_COLUMNS = ("time", "number", "topic_name", "partition_index", "producer_id", "producer_epoch",
                      "last_sequence", "current_txn_start_offset")
 
 
@@ -717,7 +716,7 @@ def transaction_ages(capture: Capture) -> list[dict[str, Any]]:
     """For every answer showing an open transaction: how long it has been seen open
     (since the first answer that showed the same start offset), in seconds."""
     ages = []
-    for _, series in grouped(_producer_rows(capture), "producer_id", "topic", "partition").items():
+    for _, series in grouped(_producer_rows(capture), "producer_id", "topic_name", "partition_index").items():
         opened: tuple[Any, float] | None = None
         for r in series:
             start = r["current_txn_start_offset"]
@@ -742,8 +741,8 @@ def producer_findings(evidence: Evidence) -> Iterator[Finding]:
                                f"{after['producer_epoch']}", [before, after], evidence.streams,
                                count=1, producer_id=producer, epoch_from=before["producer_epoch"],
                                epoch_to=after["producer_epoch"])
-    for (producer, topic, partition), series in grouped(found, "producer_id", "topic",
-                                                         "partition").items():
+    for (producer, topic, partition), series in grouped(found, "producer_id", "topic_name",
+                                                         "partition_index").items():
         for before, after in itertools.pairwise(series):
             if (after["producer_epoch"] == before["producer_epoch"]
                     and after["last_sequence"] is not None and before["last_sequence"] is not None
@@ -767,7 +766,7 @@ def open_transactions(evidence: Evidence) -> Iterator[Finding]:
     limit = evidence.thresholds.transaction_s
     ages = transaction_ages(evidence.capture)
     for (producer, topic, partition, start), series in grouped(
-            ages, "producer_id", "topic", "partition", "current_txn_start_offset").items():
+            ages, "producer_id", "topic_name", "partition_index", "current_txn_start_offset").items():
         oldest = max(r["age"] for r in series)
         if oldest <= limit:
             continue
@@ -780,23 +779,23 @@ def open_transactions(evidence: Evidence) -> Iterator[Finding]:
 
 # -- partitions (DescribeTopicPartitions) ------------------------------------------------
 
-_PARTITION_COLUMNS = ("time", "message", "topic", "partition", "partition_error", "leader",
-                      "isr", "eligible_leader_replicas", "offline_replicas")
+_PARTITION_COLUMNS = ("time", "number", "level", "topic_name", "partition_index", "partition_error",
+                      "leader_id", "isr_nodes", "eligible_leader_replicas", "offline_replicas")
 
 
 def _partition_rows(capture: Capture) -> list[dict[str, Any]]:
     found = rows(capture.topic_partitions, _PARTITION_COLUMNS)
     return [{**r, **{k: tuple(r[k] or ()) for k in _PARTITION_COLUMNS[-3:]}} for r in found
-            if r["partition"] is not None and r["partition_error"] in (None, "NONE")]
+            if r["level"] == "partition" and r["partition_error"] in (None, "NONE")]
 
 
 @detector("partitions")
 def partition_findings(evidence: Evidence) -> Iterator[Finding]:
     """Leaderless partitions and eligible leader replicas in use (high)."""
-    series_by_partition = grouped(_partition_rows(evidence.capture), "topic", "partition")
+    series_by_partition = grouped(_partition_rows(evidence.capture), "topic_name", "partition_index")
     for (topic, partition), series in series_by_partition.items():
         name = _topic_partition(topic, partition)
-        for run in episodes(series, lambda r: r["leader"] is None):
+        for run in episodes(series, lambda r: r["leader_id"] is None):
             yield _finding("partition.leaderless", Severity.HIGH,
                            f"{name}: no leader in {len(run)} answer(s)", run, evidence.streams,
                            topic=topic, partition=partition)
@@ -816,14 +815,14 @@ def _isr_changes(evidence: Evidence, series_by_partition: dict[tuple[Any, ...], 
     changes: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
     for (topic, partition), series in series_by_partition.items():
         for before, after in itertools.pairwise(series):
-            left = tuple(sorted(set(before["isr"]) - set(after["isr"])))
-            joined = tuple(sorted(set(after["isr"]) - set(before["isr"])))
+            left = tuple(sorted(set(before["isr_nodes"]) - set(after["isr_nodes"])))
+            joined = tuple(sorted(set(after["isr_nodes"]) - set(before["isr_nodes"])))
             for kind, brokers in (("shrink", left), ("expand", joined)):
                 if brokers:
                     changes.setdefault((kind, brokers), []).append(
                         {**after, "name": _topic_partition(topic, partition)})
     for (kind, brokers), items in changes.items():
-        for _, group in grouped(items, "message").items():
+        for _, group in grouped(items, "number").items():
             names = sorted({r["name"] for r in group})
             verb = "left" if kind == "shrink" else "rejoined"
             yield _finding(f"partition.isr_{kind}", Severity.MEDIUM if kind == "shrink"
@@ -847,7 +846,7 @@ def _offline(evidence: Evidence, series_by_partition: dict[tuple[Any, ...], list
         names = sorted({r["name"] for r in items})
         yield _finding("partition.offline_replicas", Severity.MEDIUM,
                        f"replicas on broker(s) {list(brokers)} offline for {len(names)} "
-                       f"partition(s), in {len({r['message'] for r in items})} answer(s)",
+                       f"partition(s), in {len({r['number'] for r in items})} answer(s)",
                        items, evidence.streams, brokers=list(brokers), partitions=names)
 
 

@@ -11,6 +11,11 @@ skipped without decoding.
 numbered it, from 0); `log_offset` is where the record sits in the partition's
 log: a Fetch response's offset, or for a Produce request the BaseOffset its
 paired response gave, plus the record's place in the field.
+
+Both tables start with the context columns every table shares
+(`kdissect.present.table_spec.CONTEXT_DTYPES`), then name the topic (`topic_name`,
+or `topic_id` where the version names topics by id only, as Fetch v13+ does)
+and the partition (`partition_index`) the `records` field sits under.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ from kdissect.decode.records import (
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, message_plan
 from kdissect.decode.tree import Node
 from kdissect.pair.message import Message
+from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
 
 Columns = dict[str, list[Any]]
+Topic = tuple[str | None, str | None]  # (name, id as text): what a records field sits under
 PRODUCE = 0
 
 TOPIC_FIELDS = ("Name", "Topic", "TopicName")  # the topic of the records, by API
@@ -43,26 +50,26 @@ TOPIC_ID_FIELDS = ("TopicId",)  # Fetch v13+ names topics by id only
 PARTITION_FIELDS = ("Index", "PartitionIndex", "Partition")
 
 RECORD_DTYPES = {
-    "number": "int64", "time": "utc", "api_name": "category", "direction": "category",
-    "topic": "category", "partition": "Int64", "offset": "Int64", "log_offset": "Int64",
+    **CONTEXT_DTYPES, "api_name": "category", "direction": "category",
+    "topic_name": "category", "topic_id": "string", "partition_index": "Int64",
+    "offset": "Int64", "log_offset": "Int64",
     "timestamp": "utc_ms",
     "timestamp_type": "category", "key": "object", "value": "object", "headers": "object",
     "producer_id": "Int64", "producer_epoch": "Int64", "sequence": "Int64",
     "transactional": "boolean", "control": "category", "compression": "category",
     "magic": "Int64", "batch_crc_ok": "boolean", "key_size": "Int64", "value_size": "Int64",
-    "file": "category",
 }  # fmt: skip
 
 BATCH_DTYPES = {
-    "number": "int64", "time": "utc", "api_name": "category", "direction": "category",
-    "topic": "category", "partition": "Int64", "batch": "int64", "position": "int64",
+    **CONTEXT_DTYPES, "api_name": "category", "direction": "category",
+    "topic_name": "category", "topic_id": "string", "partition_index": "Int64", "batch": "int64", "position": "int64",
     "size": "int64", "kind": "category", "magic": "Int64", "base_offset": "Int64",
     "last_offset": "Int64", "partition_leader_epoch": "Int64", "crc_ok": "boolean",
     "compression": "category", "timestamp_type": "category", "transactional": "boolean",
     "control": "boolean", "base_timestamp": "utc_ms", "max_timestamp": "utc_ms",
     "producer_id": "Int64", "producer_epoch": "Int64", "base_sequence": "Int64",
     "record_count": "Int64", "records": "Int64", "compressed_bytes": "Int64",
-    "decompressed_bytes": "Int64", "notes": "string", "file": "category",
+    "decompressed_bytes": "Int64", "notes": "string",
 }  # fmt: skip
 
 
@@ -71,7 +78,7 @@ class RecordsField:
     """One `records` field of a message: where it sits, and its decoded entries."""
 
     message: Message
-    topic: str | None
+    topic: Topic
     partition: int | None
     entries: tuple[Entry, ...]
     log_base: int | None = None  # where the broker put the first record, when known
@@ -95,7 +102,7 @@ def records_fields(messages: list[Message], *, max_decompressed: int | None = No
                 yield RecordsField(message, topic, partition, entries, base)
 
 
-def _assigned_bases(request: Message) -> dict[tuple[str | None, int | None], int]:
+def _assigned_bases(request: Message) -> dict[tuple[Topic, int | None], int]:
     """(topic, partition) -> the BaseOffset a paired Produce response gave the request's records."""
     response = request.pair if request.is_request and request.api_key == PRODUCE else None
     if response is None or not _plan_has_base_offset(response):
@@ -150,9 +157,9 @@ def _field_has_records(field: FieldPlan, seen: set[str]) -> bool:
 
 
 def _in_context(root: Node, wanted: Callable[[Node], bool]
-                ) -> Iterator[tuple[str | None, int | None, Node]]:
+                ) -> Iterator[tuple[Topic, int | None, Node]]:
     """(topic, partition, node) of each wanted node, without entering it or any records."""
-    stack: list[tuple[Node, str | None, int | None]] = [(root, None, None)]
+    stack: list[tuple[Node, Topic, int | None]] = [(root, (None, None), None)]
     while stack:
         node, topic, partition = stack.pop()
         if node.type in ("RecordBatch", "Message"):
@@ -164,12 +171,12 @@ def _in_context(root: Node, wanted: Callable[[Node], bool]
         stack.extend((child, topic, partition) for child in reversed(node.children))
 
 
-def _context(node: Node, topic: str | None, partition: int | None) -> tuple[str | None, int | None]:
+def _context(node: Node, topic: Topic, partition: int | None) -> tuple[Topic, int | None]:
     for child in node.children:
         if child.name in TOPIC_FIELDS and isinstance(child.value, str):
-            topic = child.value
-        elif child.name in TOPIC_ID_FIELDS and child.value is not None and topic is None:
-            topic = str(child.value)
+            topic = (child.value, topic[1])
+        elif child.name in TOPIC_ID_FIELDS and child.value is not None:
+            topic = (topic[0], str(child.value))
         elif child.name in PARTITION_FIELDS and isinstance(child.value, int):
             partition = child.value
     return topic, partition
@@ -183,8 +190,8 @@ def record_columns(fields: Iterator[RecordsField]) -> Columns:
     adders = [columns[name].append for name in RECORD_DTYPES]
     for found in fields:
         message = found.message
-        common = (message.number, message.time_ns, message.api_name,
-                  "request" if message.is_request else "response", found.topic, found.partition)
+        common = (*context_values(message), message.api_name,
+                  "request" if message.is_request else "response", *found.topic, found.partition)
         response = not message.is_request
         for index, row in enumerate(record_rows(found.entries)):
             log_offset = row.offset if response else None if found.log_base is None else found.log_base + index
@@ -192,7 +199,7 @@ def record_columns(fields: Iterator[RecordsField]) -> Columns:
                       list(row.headers), row.producer_id, row.producer_epoch, row.sequence,
                       row.transactional, row.control, row.compression, row.magic, row.batch_crc_ok,
                       None if row.key is None else len(row.key),
-                      None if row.value is None else len(row.value), message.file)
+                      None if row.value is None else len(row.value))
             for add, value in zip(adders, values, strict=True):
                 add(value)
     return columns
@@ -202,9 +209,11 @@ def batch_columns(fields: Iterator[RecordsField]) -> Columns:
     columns: Columns = {name: [] for name in BATCH_DTYPES}
     for found in fields:
         message = found.message
-        common = {"number": message.number, "time": message.time_ns, "api_name": message.api_name,
+        common = {**dict(zip(CONTEXT_DTYPES, context_values(message), strict=True)),
+                  "api_name": message.api_name,
                   "direction": "request" if message.is_request else "response",
-                  "topic": found.topic, "partition": found.partition, "file": message.file}
+                  "topic_name": found.topic[0], "topic_id": found.topic[1],
+                  "partition_index": found.partition}
         for index, entry in enumerate(found.entries):
             row = {**common, "batch": index, "position": entry.position, "size": entry.size,
                    **_BATCH_ROWS[type(entry)](entry),

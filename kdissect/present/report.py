@@ -322,7 +322,7 @@ def _lag_chart(capture: Capture, found: list[Finding], base: float) -> Chart | N
     lags = findings_module.voter_lags(capture)
     if not lags:
         return None
-    groups = findings_module.grouped(lags, "topic", "partition", "replica_id")
+    groups = findings_module.grouped(lags, "topic_name", "partition_index", "replica_id")
     several = len({(topic, partition) for topic, partition, _ in groups}) > 1
     series = [Series(f"voter {replica}" + (f" {printable(str(topic))}-{partition}" if several else ""),
                      [(r["time"] - base, r["lag"]) for r in items], "line")
@@ -340,10 +340,10 @@ def _id(value: Any) -> str:
 
 def _sequence_chart(capture: Capture, found: list[Finding], base: float) -> Chart | None:
     producers = [r for r in findings_module.rows(capture.producers, (
-        "time", "topic", "partition", "producer_id", "last_sequence")) if r["producer_id"] is not None]
+        "time", "topic_name", "partition_index", "producer_id", "last_sequence")) if r["producer_id"] is not None]
     if not producers:
         return None
-    groups = findings_module.grouped(producers, "producer_id", "topic", "partition")
+    groups = findings_module.grouped(producers, "producer_id", "topic_name", "partition_index")
     series = [Series(f"{producer} {printable(str(topic))}-{partition}",
                      [(r["time"] - base, r["last_sequence"]) for r in items
                       if r["last_sequence"] is not None], "line")
@@ -358,7 +358,7 @@ def _transaction_chart(capture: Capture, base: float) -> Chart | None:
     ages = findings_module.transaction_ages(capture)
     if not ages:
         return None
-    groups = findings_module.grouped(ages, "producer_id", "topic", "partition")
+    groups = findings_module.grouped(ages, "producer_id", "topic_name", "partition_index")
     series = [Series(f"{producer} {printable(str(topic))}-{partition}",
                      [(r["time"] - base, r["age"]) for r in items], "line")
               for (producer, topic, partition), items in list(groups.items())[:10]]

@@ -4,100 +4,81 @@ A table's rows are made from a body's flat values (`Message.values()`), never
 from a tree, so building a table decodes at the generated decoders' speed.
 The DataFrame layer (`kdissect.present.analysis`) turns the columns into typed
 pandas columns. Kafka's -1 sentinels ("unknown", "none") become missing values.
+
+Column names are the schema's field names in snake case (`LeaderId` ->
+`leader_id`, `PartitionIndex` -> `partition_index`); a topic's `Name` or
+`TopicName` is `topic_name`. An `ErrorCode` is shown by its name, in a column
+named for where it sits (`error` for the body's own, `topic_error`,
+`partition_error`). Columns not on the wire are derived and say so where they
+are defined (`level`, `role`, `lag`, the `*_count` columns). Every table starts
+with the same context columns (`CONTEXT_DTYPES`): the message's number and
+capture time, its connection (`stream`), the Kafka server side of that
+connection (`broker`, "ip:port") and the capture file.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kdissect.dissectors import Values, items, known
 from kdissect.dissectors.describe_quorum import REPLICA_GROUPS, leader_log_end, replica_lag
-from kdissect.error_codes import error_name
 from kdissect.pair.message import Message
-
-Columns = dict[str, list[Any]]
-RowMaker = Callable[[Message, Values, Columns], None]
-
-
-@dataclass(frozen=True, slots=True)
-class TableSpec:
-    """A tidy table an API contributes: which messages feed it and how rows are made.
-
-    `rows(message, values, columns)` appends one value per column for each row;
-    `dtypes` are pandas dtypes, or "utc" for epoch seconds, "utc_ms" for Kafka
-    millisecond timestamps, "object" for lists.
-    """
-
-    name: str
-    api_key: int
-    request: bool  # rows come from requests (True) or from paired responses
-    dtypes: Mapping[str, str]
-    rows: RowMaker
-
-
-CONTEXT_DTYPES = {"time": "utc", "message": "int64", "stream": "int64", "file": "category"}
-
-
-def message_context(message: Message) -> dict[str, Any]:
-    """The columns every per-API table starts with: when, which message, which connection."""
-    return {"time": message.time_ns, "message": message.number,
-            "stream": message.frame.connection.index, "file": message.file}
-
-
-def add_row(columns: Columns, **row: Any) -> None:
-    for name, value in row.items():
-        columns[name].append(value)
-
-
-def _error(code: Any) -> str:
-    return error_name(code or 0)
-
-
-def _uuid_text(value: Any) -> str | None:
-    """A UUID as text; Kafka's all-zero "no id" is missing."""
-    return None if not isinstance(value, uuid.UUID) or value.int == 0 else str(value)
-
+from kdissect.present.table_spec import (
+    CONTEXT_DTYPES,
+    Columns,
+    TableSpec,
+    add_row,
+    context_values,
+    message_context,
+)
+from kdissect.present.table_spec import error as _error
+from kdissect.present.table_spec import uuid_text as _uuid_text
+from kdissect.present.traffic_tables import TRAFFIC_TABLES
 
 # -- DescribeTopicPartitions (75): one row per partition of each response ----------------
 
 TOPIC_PARTITIONS_DTYPES = {
     **CONTEXT_DTYPES,
-    "topic": "category", "topic_id": "string", "is_internal": "boolean",
-    "topic_error": "category", "partition": "Int64", "partition_error": "category",
-    "leader": "Int64", "leader_epoch": "Int64", "replicas": "object", "isr": "object",
+    "level": "category", "topic_name": "category", "topic_id": "string", "is_internal": "boolean",
+    "topic_error": "category", "partition_index": "Int64", "partition_error": "category",
+    "leader_id": "Int64", "leader_epoch": "Int64", "replica_nodes": "object", "isr_nodes": "object",
     "eligible_leader_replicas": "object", "last_known_elr": "object",
     "offline_replicas": "object",
 }  # fmt: skip
 
+PARTITION_COLUMNS = tuple(TOPIC_PARTITIONS_DTYPES)[tuple(TOPIC_PARTITIONS_DTYPES).index("partition_index"):]
+
 
 def topic_partition_rows(message: Message, body: Values, columns: Columns) -> None:
-    """A topic whose error left it without partitions still gets one row, for its error."""
+    """One row per partition (`level` "partition"). A topic without partitions (an unknown
+    topic, an error) gets one row of `level` "topic" whose partition columns are missing,
+    so `level == "partition"` picks the partitions and a topic error never passes for a
+    leaderless partition."""
     context = message_context(message)
     for topic in items(body, "Topics"):
         topic_columns = {
-            "topic": topic.get("Name"),
+            "topic_name": topic.get("Name"),
             "topic_id": _uuid_text(topic.get("TopicId")),
             "is_internal": topic.get("IsInternal"),
             "topic_error": _error(topic.get("ErrorCode")),
         }
         partitions = items(topic, "Partitions")
         for partition in partitions:
-            add_row(columns, **context, **topic_columns, **_partition_columns(partition))
+            add_row(columns, **context, level="partition", **topic_columns,
+                    **_partition_columns(partition))
         if not partitions:
-            add_row(columns, **context, **topic_columns, **_partition_columns({}))
+            add_row(columns, **context, level="topic", **topic_columns,
+                    **dict.fromkeys(PARTITION_COLUMNS))
 
 
 def _partition_columns(partition: Values) -> dict[str, Any]:
     return {
-        "partition": partition.get("PartitionIndex"),
-        "partition_error": None if not partition else _error(partition.get("ErrorCode")),
-        "leader": known(partition.get("LeaderId")),
+        "partition_index": partition.get("PartitionIndex"),
+        "partition_error": _error(partition.get("ErrorCode")),
+        "leader_id": known(partition.get("LeaderId")),
         "leader_epoch": known(partition.get("LeaderEpoch")),
-        "replicas": partition.get("ReplicaNodes"),
-        "isr": partition.get("IsrNodes"),
+        "replica_nodes": partition.get("ReplicaNodes"),
+        "isr_nodes": partition.get("IsrNodes"),
         "eligible_leader_replicas": partition.get("EligibleLeaderReplicas"),
         "last_known_elr": partition.get("LastKnownElr"),
         "offline_replicas": partition.get("OfflineReplicas"),
@@ -108,7 +89,7 @@ def _partition_columns(partition: Values) -> dict[str, Any]:
 
 PRODUCERS_DTYPES = {
     **CONTEXT_DTYPES,
-    "topic": "category", "partition": "Int64", "partition_error": "category",
+    "topic_name": "category", "partition_index": "Int64", "partition_error": "category",
     "error_message": "string", "producer_id": "Int64", "producer_epoch": "Int64",
     "last_sequence": "Int64", "last_timestamp": "utc_ms", "coordinator_epoch": "Int64",
     "current_txn_start_offset": "Int64",
@@ -125,8 +106,8 @@ def producer_rows(message: Message, body: Values, columns: Columns) -> None:
     for topic in items(body, "Topics"):
         for partition in items(topic, "Partitions"):
             where = {
-                "topic": topic.get("Name"),
-                "partition": partition.get("PartitionIndex"),
+                "topic_name": topic.get("Name"),
+                "partition_index": partition.get("PartitionIndex"),
                 "partition_error": _error(partition.get("ErrorCode")),
                 "error_message": partition.get("ErrorMessage"),
             }
@@ -152,22 +133,23 @@ def _producer_columns(producer: Values) -> dict[str, Any]:
 
 QUORUM_DTYPES = {
     **CONTEXT_DTYPES,
-    "version": "Int64", "error": "category", "topic": "category", "partition": "Int64",
-    "partition_error": "category", "leader": "Int64", "leader_epoch": "Int64",
-    "high_watermark": "Int64", "voters": "Int64", "observers": "Int64",
+    "api_version": "Int64", "error": "category", "topic_name": "category",
+    "partition_index": "Int64", "partition_error": "category", "leader_id": "Int64",
+    "leader_epoch": "Int64", "high_watermark": "Int64", "voter_count": "Int64",
+    "observer_count": "Int64",
 }  # fmt: skip
 
 QUORUM_REPLICAS_DTYPES = {
     **CONTEXT_DTYPES,
-    "topic": "category", "partition": "Int64", "leader": "Int64", "leader_epoch": "Int64",
-    "high_watermark": "Int64", "role": "category", "replica_id": "Int64",
-    "directory_id": "string", "log_end_offset": "Int64", "lag": "Int64",
-    "last_fetch": "utc_ms", "last_caught_up": "utc_ms",
+    "topic_name": "category", "partition_index": "Int64", "leader_id": "Int64",
+    "leader_epoch": "Int64", "high_watermark": "Int64", "role": "category", "replica_id": "Int64",
+    "replica_directory_id": "string", "log_end_offset": "Int64", "lag": "Int64",
+    "last_fetch_timestamp": "utc_ms", "last_caught_up_timestamp": "utc_ms",
 }  # fmt: skip
 
 QUORUM_NODES_DTYPES = {
     **CONTEXT_DTYPES,
-    "node_id": "Int64", "listener": "category", "host": "string", "port": "Int64",
+    "node_id": "Int64", "listener_name": "category", "host": "string", "port": "Int64",
 }  # fmt: skip
 
 
@@ -177,35 +159,40 @@ def _quorum_partitions(body: Values) -> list[tuple[Any, Values]]:
 
 
 def quorum_rows(message: Message, body: Values, columns: Columns) -> None:
+    """One row per partition. `voter_count` and `observer_count` are derived: how many
+    entries the partition's CurrentVoters and Observers arrays hold."""
     context = message_context(message)
     code = body.get("ErrorCode")
     top_error = None if "ErrorCode" not in body else _error(code)
     for topic, partition in _quorum_partitions(body):
         add_row(
-            columns, **context, version=message.api_version, error=top_error, topic=topic,
-            partition=partition.get("PartitionIndex"),
+            columns, **context, api_version=message.api_version, error=top_error,
+            topic_name=topic, partition_index=partition.get("PartitionIndex"),
             partition_error=_error(partition.get("ErrorCode")),
-            leader=known(partition.get("LeaderId")), leader_epoch=partition.get("LeaderEpoch"),
+            leader_id=known(partition.get("LeaderId")), leader_epoch=partition.get("LeaderEpoch"),
             high_watermark=known(partition.get("HighWatermark")),
-            voters=len(items(partition, "CurrentVoters")),
-            observers=len(items(partition, "Observers")),
+            voter_count=len(items(partition, "CurrentVoters")),
+            observer_count=len(items(partition, "Observers")),
         )  # fmt: skip
 
 
 def replica_rows(message: Message, body: Values, columns: Columns) -> None:
-    """One row per voter and observer; the leader's row says `leader`.
+    """One row per voter and observer.
 
-    Timestamps absent in v0 and -1 ("unknown") are missing values, and so is
-    the all-zero directory id (unknown directory). `lag` is what Kafka's
+    Derived columns: `role` ("leader" for the voter whose id is the partition's
+    LeaderId, else "voter" or "observer") and `lag`, what Kafka's
     `kafka-metadata-quorum describe --replication` shows: the leader's log end
-    offset minus the replica's, missing when either is unknown.
+    offset minus the replica's, missing when either is unknown. Timestamps absent
+    in v0 and -1 ("unknown") are missing values, and so is the all-zero directory
+    id (unknown directory).
     """
     context = message_context(message)
     for topic, partition in _quorum_partitions(body):
-        leader, high_watermark = known(partition.get("LeaderId")), known(partition.get("HighWatermark"))
+        leader = known(partition.get("LeaderId"))
         leader_end = leader_log_end(partition)
-        where = {"topic": topic, "partition": partition.get("PartitionIndex"), "leader": leader,
-                 "leader_epoch": partition.get("LeaderEpoch"), "high_watermark": high_watermark}
+        where = {"topic_name": topic, "partition_index": partition.get("PartitionIndex"),
+                 "leader_id": leader, "leader_epoch": partition.get("LeaderEpoch"),
+                 "high_watermark": known(partition.get("HighWatermark"))}
         for group, role in REPLICA_GROUPS:
             for replica in items(partition, group):
                 replica_id, log_end = replica.get("ReplicaId"), replica.get("LogEndOffset")
@@ -213,11 +200,11 @@ def replica_rows(message: Message, body: Values, columns: Columns) -> None:
                     columns, **context, **where,
                     role="leader" if role == "voter" and replica_id == leader else role,
                     replica_id=replica_id,
-                    directory_id=_uuid_text(replica.get("ReplicaDirectoryId")),
+                    replica_directory_id=_uuid_text(replica.get("ReplicaDirectoryId")),
                     log_end_offset=known(log_end),
                     lag=replica_lag(leader_end, log_end),
-                    last_fetch=known(replica.get("LastFetchTimestamp")),
-                    last_caught_up=known(replica.get("LastCaughtUpTimestamp")),
+                    last_fetch_timestamp=known(replica.get("LastFetchTimestamp")),
+                    last_caught_up_timestamp=known(replica.get("LastCaughtUpTimestamp")),
                 )  # fmt: skip
 
 
@@ -226,16 +213,22 @@ def node_rows(message: Message, body: Values, columns: Columns) -> None:
     context = message_context(message)
     for node in items(body, "Nodes"):
         for listener in items(node, "Listeners"):
-            add_row(columns, **context, node_id=node.get("NodeId"), listener=listener.get("Name"),
-                    host=listener.get("Host"), port=listener.get("Port"))
+            add_row(columns, **context, node_id=node.get("NodeId"),
+                    listener_name=listener.get("Name"), host=listener.get("Host"),
+                    port=listener.get("Port"))
+
+
+def _answers(api_key: int) -> tuple[frozenset[int], bool]:
+    return frozenset({api_key}), False
 
 
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
-    TableSpec("topic_partitions", 75, False, TOPIC_PARTITIONS_DTYPES, topic_partition_rows),
-    TableSpec("producers", 61, False, PRODUCERS_DTYPES, producer_rows),
-    TableSpec("quorum", 55, False, QUORUM_DTYPES, quorum_rows),
-    TableSpec("quorum_replicas", 55, False, QUORUM_REPLICAS_DTYPES, replica_rows),
-    TableSpec("quorum_nodes", 55, False, QUORUM_NODES_DTYPES, node_rows),
+    TableSpec("topic_partitions", *_answers(75), TOPIC_PARTITIONS_DTYPES, topic_partition_rows),
+    TableSpec("producers", *_answers(61), PRODUCERS_DTYPES, producer_rows),
+    TableSpec("quorum", *_answers(55), QUORUM_DTYPES, quorum_rows),
+    TableSpec("quorum_replicas", *_answers(55), QUORUM_REPLICAS_DTYPES, replica_rows),
+    TableSpec("quorum_nodes", *_answers(55), QUORUM_NODES_DTYPES, node_rows),
+    *TRAFFIC_TABLES,
 )}
 
-__all__ = ["CONTEXT_DTYPES", "TABLES", "Columns", "TableSpec", "add_row", "message_context"]
+__all__ = ["CONTEXT_DTYPES", "TABLES", "Columns", "TableSpec", "add_row", "context_values", "message_context"]

@@ -1,0 +1,91 @@
+"""What every table of body values shares: how a table is declared, and its context columns.
+
+A table names the messages that feed it (API keys and direction) and a row
+maker that appends to plain Python lists, one per column, from a body's flat
+values (`Message.values()`); `kdissect.present.analysis` turns the lists into
+typed pandas columns. Every such table starts with the same context columns
+(`CONTEXT_DTYPES`): the message's number and capture time, its connection
+(`stream`), the Kafka server side of that connection (`broker`, "ip:port") and
+the capture file.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kdissect.dissectors import Values
+from kdissect.error_codes import error_name
+from kdissect.ingest.net import format_address
+from kdissect.pair.message import Message
+
+Columns = dict[str, list[Any]]
+RowMaker = Callable[[Message, Values, Columns], None]
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """A tidy table: which messages feed it and how rows are made.
+
+    `rows(message, values, columns)` appends one value per column for each row;
+    `dtypes` are pandas dtypes, or "utc" for capture times, "utc_ms" for Kafka
+    millisecond timestamps, "object" for lists. `api_keys` empty means every API;
+    `request` None means requests and responses (a response only with its request).
+    """
+
+    name: str
+    api_keys: frozenset[int]
+    request: bool | None  # rows come from requests (True), paired responses (False), or both
+    dtypes: Mapping[str, str]
+    rows: RowMaker
+    # Whether a message's definition can give rows at all, asked before its body is decoded.
+    carries: Callable[[Message], bool] | None = None
+
+    def feeds(self, message: Message) -> bool:
+        """Whether `message` may contribute rows (its body is decoded only if so)."""
+        return ((not self.api_keys or message.api_key in self.api_keys)
+                and (self.request is None or message.is_request == self.request)
+                and (self.carries is None or self.carries(message)))
+
+
+CONTEXT_DTYPES = {
+    "number": "int64", "time": "utc", "stream": "int64", "broker": "category", "file": "category",
+}  # fmt: skip
+
+
+def message_context(message: Message) -> dict[str, Any]:
+    """The columns every table of body values starts with (`CONTEXT_DTYPES`): which message,
+    when, on which connection, to or from which broker, from which file."""
+    return dict(zip(CONTEXT_DTYPES, context_values(message), strict=True))
+
+
+def context_values(message: Message) -> tuple[Any, ...]:
+    """`message_context`'s values in column order, for tables filled column by column."""
+    connection = message.frame.connection
+    return (message.number, message.time_ns, connection.index, format_address(connection.server),
+            message.file)
+
+
+def add_row(columns: Columns, **row: Any) -> None:
+    for name, value in row.items():
+        columns[name].append(value)
+
+
+def error(code: Any) -> str:
+    """An ErrorCode by its name (`NONE` for 0 or a missing code)."""
+    return error_name(code or 0)
+
+
+def uuid_text(value: Any) -> str | None:
+    """A UUID as text; Kafka's all-zero "no id" is missing."""
+    return None if not isinstance(value, uuid.UUID) or value.int == 0 else str(value)
+
+
+def direction(message: Message) -> str:
+    return "request" if message.is_request else "response"
+
+
+__all__ = ["CONTEXT_DTYPES", "Columns", "RowMaker", "TableSpec", "add_row", "context_values",
+           "direction", "error", "message_context", "uuid_text"]
