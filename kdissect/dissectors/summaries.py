@@ -146,11 +146,12 @@ def record_count(data: bytes) -> int:
 
 
 def coordinators(items: list[Any]) -> str | None:
-    """`1@broker-1:9092`, or `key->1@broker-1:9092` for each coordinator of a batched answer."""
+    """`1@broker-1:9092`, or `key->1@broker-1:9092` for each coordinator of a batched answer;
+    `none` where there is none (the answer's error says why)."""
     shown = []
     for item in items:
         if isinstance(item, dict) and item.get("NodeId") is not None:
-            node = f"{item.get('NodeId')}@{item.get('Host')}:{item.get('Port')}"
+            node = "none" if item["NodeId"] == -1 else f"{item['NodeId']}@{item.get('Host')}:{item.get('Port')}"
             shown.append(f"{item['Key']}->{node}" if "Key" in item else node)
     return distinct(shown)
 
