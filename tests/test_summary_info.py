@@ -155,19 +155,46 @@ def test_every_definition_types_broker_ids_and_error_codes_for_the_generic_meani
     assert entities(metadata.body, {"Topics": [{"Name": "a"}, {"Name": "b"}]}, "topicName") == ["a", "b"]
 
 
+MEANINGFUL = ("ProducerId", "MaxWaitMs", "TransactionTimeoutMs", "ControllerId", "PreferredReadReplica",
+              "LogAppendTimeMs", "ErrorCode", "ThrottleTimeMs")
+
+
+def row_displays(row: tuple, found: dict[str, set[str]]) -> None:
+    if row[0] in MEANINGFUL:
+        found.setdefault(row[0], set()).add(row[3])
+    for child in row[7] or ():
+        row_displays(child, found)
+
+
 def test_generic_meaning_reads_alike_in_tree_and_rows_across_apis() -> None:
     capture = kdissect.read_pcap(TANSU)
-    shown = {}
+    shown: dict[tuple[str | None, str, str], set[str]] = {}
+    laid_out = 0
     for message in capture.message_list:
-        for node, _, _ in message.tree().walk():
-            if node.name in ("ProducerId", "MaxWaitMs", "TransactionTimeoutMs", "ControllerId",
-                             "PreferredReadReplica", "LogAppendTimeMs"):
-                shown.setdefault((message.api_name, message.kind, node.name), set()).add(node.display)
+        rows = message.rows()  # before the tree: a message with a tree is not laid out again
+        in_tree: dict[str, set[str]] = {}
+        for node, _, _ in message.tree(keep=False).walk():
+            if node.name in MEANINGFUL:
+                in_tree.setdefault(node.name, set()).add(node.display)
+        if rows is not None:
+            in_rows: dict[str, set[str]] = {}
+            row_displays(rows, in_rows)
+            assert in_rows == in_tree, message.number
+            laid_out += 1
+        for name, displays in in_tree.items():
+            shown.setdefault((message.api_name, message.kind, name), set()).update(displays)
+    assert laid_out >= 60  # the rest refuse the fast path (tagged fields present): tree only
     assert shown[("InitProducerId", "request", "ProducerId")] == {"-1 (none)"}
     assert shown[("Fetch", "request", "MaxWaitMs")] == {"500 (500 ms)"}
     assert shown[("InitProducerId", "request", "TransactionTimeoutMs")] >= {"60000 (1 min)"}
     assert shown[("Fetch", "response", "PreferredReadReplica")] == {"-1 (none)"}
     assert shown[("Produce", "response", "LogAppendTimeMs")] == {"-1"}  # none given: plain
+    assert shown[("Metadata", "response", "ControllerId")] == {"111"}
+
+
+def test_an_error_code_reads_by_name_in_any_api(public_captures: Path) -> None:
+    (_, response) = kdissect.read_pcap(public_captures / "deepflow_11-join-group-v7.pcap").message_list
+    assert response.tree().children[2]["ErrorCode"].display == "-1 (UNKNOWN_SERVER_ERROR)"
 
 
 def test_strings_from_the_wire_are_escaped_in_the_summary(tmp_path: Path) -> None:
