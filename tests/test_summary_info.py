@@ -210,3 +210,32 @@ def test_strings_from_the_wire_are_escaped_in_the_summary(tmp_path: Path) -> Non
     line = info(message, body_info=True)
     assert line.isprintable() and "\x1b" not in line and "\n" not in line
     assert "group=pay" in line and "generation=3" in line
+
+
+def test_coordinator_and_group_summaries_say_what_the_peer_encoded() -> None:
+    """The incident's FindCoordinator and DescribeGroups answers, as kio encoded them (sidecar)."""
+    import json
+
+    capture = kdissect.read_pcap(CAPTURES / "incident.pcap")
+    sidecar = json.loads((CAPTURES / "incident.json").read_text())
+    exchanges = capture.exchanges
+    checked = 0
+    for exchange in sidecar["exchanges"]:
+        if exchange["api_name"] not in ("FindCoordinator", "DescribeGroups"):
+            continue
+        match = exchanges[(exchanges.client == f"127.0.0.1:{exchange['client_port']}")
+                          & (exchanges.correlation_id == exchange["correlation_id"])]
+        said = facts(capture.message(int(match.response.iloc[0])))
+        answer = exchange["response"]
+        if exchange["api_name"] == "FindCoordinator":
+            (coordinator,) = answer["Coordinators"]
+            node = ("none" if coordinator["NodeId"] == -1
+                    else f"{coordinator['NodeId']}@{coordinator['Host']}:{coordinator['Port']}")
+            assert said["coordinator"] == f"{coordinator['Key']}->{node}"
+            assert said.get("errors", "NONE") == error_name(coordinator["ErrorCode"])
+        else:
+            (group,) = answer["Groups"]
+            assert (said["group"], said["states"], said["protocols"]) == (
+                group["GroupId"], group["GroupState"], group["ProtocolData"])
+        checked += 1
+    assert checked == 5

@@ -90,6 +90,15 @@ RULES: dict[int, tuple[tuple[Rule, ...], tuple[Rule, ...]]] = {
         (*GROUP_MEMBER, ("protocol", "ProtocolName", value), ("assignments", "Assignments", count)),
         (("protocol", "ProtocolName", value), THROTTLE),
     ),
+    15: (  # DescribeGroups
+        (),
+        (("states", "Groups.GroupState", distinct), ("protocols", "Groups.ProtocolData", distinct),
+         ("members", "Groups.Members", count), THROTTLE),
+    ),
+    16: (  # ListGroups
+        (("states_filter", "StatesFilter", distinct), ("types_filter", "TypesFilter", distinct)),
+        (("groups", "Groups", count), ("states", "Groups.GroupState", distinct), THROTTLE),
+    ),
     17: (  # SaslHandshake
         (("mechanism", "Mechanism", value),),
         (("mechanisms", "Mechanisms", distinct),),
