@@ -376,15 +376,18 @@ def s16(text: bytes) -> bytes:
 
 def test_not_coordinator_then_a_new_node_is_a_move_and_a_repeated_answer_is_not(tmp_path):
     """FindCoordinator v1 (one key at the top level) and a Heartbeat answering NOT_COORDINATOR,
-    answered by kio: node 1, node 1 again, NOT_COORDINATOR, node 4 on another host."""
+    answered by kio: node 1, node 1 again, NOT_COORDINATOR, node 4 on another host; then a
+    transactional id's coordinator moving from node 2 to 3 with no error (low)."""
     from tools.kio_codec import encode_response, read_request
 
     talk = Conversation.between(("10.0.0.2", 40300), ("10.0.0.1", 9092))
     talk.handshake()
     find = s16(b"orders-app") + b"\x00"  # Key, KeyType 0: a group
     heartbeat = s16(b"orders-app") + struct.pack(">i", 5) + s16(b"member-1")
+    audit = s16(b"audit-txn") + b"\x01"  # KeyType 1: a transactional id, moving without errors
     script = [(10, find, {"node_id": 1, "host": "b1", "port": 9092}), (10, find, {"node_id": 1, "host": "b1", "port": 9092}),
-              (12, heartbeat, {"error_code": 16}), (10, find, {"node_id": 4, "host": "b4", "port": 9093})]
+              (12, heartbeat, {"error_code": 16}), (10, find, {"node_id": 4, "host": "b4", "port": 9093}),
+              (10, audit, {"node_id": 2, "host": "b2", "port": 9092}), (10, audit, {"node_id": 3, "host": "b3", "port": 9092})]
     for correlation_id, (api_key, body, answer) in enumerate(script, 1):
         frame = kafka_request(api_key, 1, correlation_id, body=body)
         response, _ = encode_response(read_request(frame[4:]), {"throttle_time": 0, "error_code": 0,
@@ -396,4 +399,7 @@ def test_not_coordinator_then_a_new_node_is_a_move_and_a_repeated_answer_is_not(
     assert move.messages == (6, 8) and move.severity is Severity.MEDIUM
     assert (move.details["address_from"], move.details["address_to"]) == ("b1:9092", "b4:9093")
     assert move.details["errors"] == ["NOT_COORDINATOR"] and move.details["since_message"] == 4
-    assert [f.messages for f in found if f.id == "groups.coordinator_moved"] == [(6, 8)]  # 1 -> 1: none
+    quiet = the(found, "groups.coordinator_moved", key="audit-txn")
+    assert quiet.severity is Severity.LOW and quiet.messages == (12,) and quiet.details["errors"] == []
+    assert quiet.summary == "transactional id audit-txn: coordinator 2 (b2:9092) -> 3 (b3:9092)"
+    assert len([f for f in found if f.id == "groups.coordinator_moved"]) == 2  # 1 -> 1 is no move
