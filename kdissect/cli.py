@@ -82,10 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="end each summary line with the file its message's last packet came from")
     add("-V", "--verbose", action="store_true", help="print the annotated field tree of each message")
     add("-i", "--info", action="store_true",
-        help="add what the bodies of DescribeTopicPartitions, DescribeProducers and "
-        "DescribeQuorum say to each summary line (topics, errors, leader, high watermark, "
-        "producers), and mark a leader change or an epoch bump against the previous response "
-        "of the connection; decodes those bodies, so it is slower on captures full of them")
+        help="add what each body says to its summary line: the topics, groups and transactional "
+        "ids its definition names, every non-zero error code by name, and the API's own summary "
+        "(Produce, Fetch, Metadata, group coordination, offsets, transactions, quorum, producers, "
+        "partitions, ...); mark a leader change or an epoch bump against the previous response "
+        "of the connection; decodes the bodies, so it is slower")
     add("-x", "--hex", action="store_true", help="print a hex dump of each message's bytes")
     add("-T", "--output", choices=("text", "json", "jsonl"), default="text",
         help="output format: text (default), json (one array; one object with --stats), "

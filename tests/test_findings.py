@@ -42,6 +42,11 @@ def response_of(capture: Any, sidecar: dict[str, Any], api_name: str, step: int)
     found by the client's port and correlation id the peer logged (not by decoding bodies)."""
     exchange = next(e for e in sidecar["exchanges"]
                     if e["api_name"] == api_name and e.get("step") == step)
+    return response_number(capture, exchange)
+
+
+def response_number(capture: Any, exchange: dict[str, Any]) -> int:
+    """The capture's response number for one exchange the peer logged."""
     table = capture.exchanges
     match = table[(table.client == f"127.0.0.1:{exchange['client_port']}")
                   & (table.correlation_id == exchange["correlation_id"])]
@@ -149,6 +154,22 @@ def test_incident_traffic_findings(incident):
     request = capture.message(number)
     last_answered = response_of(capture, sidecar, PARTITIONS, slow_step + 10)
     assert request.api_name == PARTITIONS and request.is_request and number > last_answered
+
+
+def test_incident_coordinator_move_is_found_when_the_new_coordinator_is_named(incident):
+    capture, found, sidecar = incident
+    lookups = [e for e in sidecar["exchanges"] if e["api_name"] == "FindCoordinator"]
+    assert [[c["NodeId"] for c in e["response"]["Coordinators"]] for e in lookups] == [[3], [-1], [2]]
+    unavailable, moved = (response_number(capture, e) for e in lookups[1:])
+    move = the(found, "groups.coordinator_moved", key="billing")
+    assert move.messages == (unavailable, moved) and move.severity is Severity.MEDIUM
+    assert (move.details["node_from"], move.details["node_to"]) == (3, 2)
+    assert move.details["errors"] == ["COORDINATOR_NOT_AVAILABLE"]
+    assert move.details["since_message"] == response_number(capture, lookups[0])
+    assert (move.first_time, move.last_time) == (capture.message(unavailable).time, capture.message(moved).time)
+    step = event_step(sidecar, "group coordinator on broker 2", node_id=2)
+    assert event_step(sidecar, "group coordinator not available") == step - 1
+    assert response_of(capture, sidecar, QUORUM, step) < moved < response_of(capture, sidecar, QUORUM, step + 1)
 
 
 def at_least_one_and_only(messages: tuple[int, ...], response: int) -> bool:
@@ -347,3 +368,38 @@ def test_throttled_answers_are_a_finding(tmp_path):
     found = F.find(kdissect.read_pcap(crafted(tmp_path, talk)))
     throttled = the(found, "traffic.throttled", client_id="slowpoke")
     assert throttled.messages == (4, 6) and throttled.details["worst_ms"] == 900
+
+
+def s16(text: bytes) -> bytes:
+    return struct.pack(">h", len(text)) + text
+
+
+def test_not_coordinator_then_a_new_node_is_a_move_and_a_repeated_answer_is_not(tmp_path):
+    """FindCoordinator v1 (one key at the top level) and a Heartbeat answering NOT_COORDINATOR,
+    answered by kio: node 1, node 1 again, NOT_COORDINATOR, node 4 on another host; then a
+    transactional id's coordinator moving from node 2 to 3 with no error (low)."""
+    from tools.kio_codec import encode_response, read_request
+
+    talk = Conversation.between(("10.0.0.2", 40300), ("10.0.0.1", 9092))
+    talk.handshake()
+    find = s16(b"orders-app") + b"\x00"  # Key, KeyType 0: a group
+    heartbeat = s16(b"orders-app") + struct.pack(">i", 5) + s16(b"member-1")
+    audit = s16(b"audit-txn") + b"\x01"  # KeyType 1: a transactional id, moving without errors
+    script = [(10, find, {"node_id": 1, "host": "b1", "port": 9092}), (10, find, {"node_id": 1, "host": "b1", "port": 9092}),
+              (12, heartbeat, {"error_code": 16}), (10, find, {"node_id": 4, "host": "b4", "port": 9093}),
+              (10, audit, {"node_id": 2, "host": "b2", "port": 9092}), (10, audit, {"node_id": 3, "host": "b3", "port": 9092})]
+    for correlation_id, (api_key, body, answer) in enumerate(script, 1):
+        frame = kafka_request(api_key, 1, correlation_id, body=body)
+        response, _ = encode_response(read_request(frame[4:]), {"throttle_time": 0, "error_code": 0,
+                                                                "error_message": None, **answer})
+        talk.send(True, frame)
+        talk.send(False, response)
+    found = F.find(kdissect.read_pcap(crafted(tmp_path, talk)))
+    move = the(found, "groups.coordinator_moved", key="orders-app")
+    assert move.messages == (6, 8) and move.severity is Severity.MEDIUM
+    assert (move.details["address_from"], move.details["address_to"]) == ("b1:9092", "b4:9093")
+    assert move.details["errors"] == ["NOT_COORDINATOR"] and move.details["since_message"] == 4
+    quiet = the(found, "groups.coordinator_moved", key="audit-txn")
+    assert quiet.severity is Severity.LOW and quiet.messages == (12,) and quiet.details["errors"] == []
+    assert quiet.summary == "transactional id audit-txn: coordinator 2 (b2:9092) -> 3 (b3:9092)"
+    assert len([f for f in found if f.id == "groups.coordinator_moved"]) == 2  # 1 -> 1 is no move

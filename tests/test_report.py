@@ -175,4 +175,7 @@ def test_the_detail_budget_bounds_what_the_page_embeds(tmp_path):
     lines = page_json(out.read_text(), "kd-details").split("\n")
     embedded = [base64.b64decode(json.loads(line)[0]) for line in lines if line]
     assert 0 < len(embedded) < len(lines) and sum(map(len, embedded)) <= 0.01 * 2**20
-    assert all(lines[: len(embedded)])  # the earliest messages first
+    first_left_out = lines.index("")  # the earliest messages first, until one does not fit
+    assert first_left_out > 0 and all(lines[:first_left_out])
+    left_out = kdissect.read_pcap(CAPTURES / "incident.pcap").message(first_left_out + 1)
+    assert sum(map(len, embedded[:first_left_out])) + len(left_out.frame.data) > 0.01 * 2**20

@@ -27,6 +27,8 @@ from kafka.errors import KafkaError
 from tools.recording import LOOPBACK, Tcpdump
 from tools.scripted_peer import ScriptedPeer
 from tools.stories import (
+    COORDINATOR_GROUP,
+    COORDINATOR_ROUNDS,
     INCIDENT_ROUNDS,
     INCIDENT_TOPICS,
     NODE_ID,
@@ -49,7 +51,8 @@ ABOUT = {
     "incident": "kafka-python's admin client calls describe_metadata_quorum, describe_producers "
                 "and describe_topic_partitions once a round on a scripted peer whose answers "
                 "(encoded by kio) tell of a cluster incident: quorum, producers and partitions "
-                "going wrong; one answer is late and the last is never sent",
+                "going wrong, a consumer group's coordinator moving (describe_groups); "
+                "one answer is late and the last is never sent",
 }
 
 
@@ -107,11 +110,22 @@ def drive_incident(bootstrap: str, story: PeerStory, pause_seconds: float = INCI
                   for topic, count in INCIDENT_TOPICS.items() for index in range(count)]
     admin = admin_client(bootstrap)
     try:
-        for _ in range(INCIDENT_ROUNDS):
+        for round_ in range(INCIDENT_ROUNDS):
             time.sleep(pause_seconds)
             attempt(admin.describe_metadata_quorum)
             attempt(lambda: admin.describe_producers(partitions, broker_id=NODE_ID))
             attempt(lambda: admin.describe_topic_partitions(list(INCIDENT_TOPICS)))
+            if round_ in COORDINATOR_ROUNDS:
+                describe_group(bootstrap)
+    finally:
+        admin.close()
+
+
+def describe_group(bootstrap: str) -> None:
+    """A new client (it caches coordinators) looks up the group's coordinator and asks it."""
+    admin = admin_client(bootstrap)
+    try:
+        attempt(lambda: admin.describe_groups([COORDINATOR_GROUP]))
     finally:
         admin.close()
 

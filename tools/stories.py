@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.kio_codec import Request
+from tools.recording import LOOPBACK
 
 API_VERSIONS = 18
 METADATA = 3
@@ -343,6 +344,10 @@ LEADERLESS_ROUNDS = range(14, 17)  # orders-2 has no leader
 NOT_LEADER_ROUNDS = range(15, 18)  # DescribeProducers on orders-2 answers NOT_LEADER
 SLOW_ROUND, SLOW_SECONDS = 20, 1.5  # DescribeTopicPartitions answered late
 HANG_UP_ROUND = INCIDENT_ROUNDS - 1  # the last DescribeTopicPartitions is never answered
+FIND_COORDINATOR, DESCRIBE_GROUPS = 10, 15
+COORDINATOR_GROUP = "billing"  # a consumer group whose coordinator sits on broker 3 ...
+COORDINATOR_ROUNDS = {2: 3, BROKER_DOWN_ROUNDS.start: None, BROKER_DOWN_ROUNDS.start + 1: 2}
+COORDINATOR_NOT_AVAILABLE = 15  # ... unavailable once broker 3 is down, then on broker 2
 
 
 def incident_producers() -> list[ScriptedProducer]:
@@ -379,7 +384,8 @@ class IncidentStory(PeerStory):
 
     def api_versions(self) -> Values:
         ranges = [(API_VERSIONS, 0, 4), (METADATA, 0, 12), (DESCRIBE_QUORUM, 0, 2),
-                  (DESCRIBE_PRODUCERS, 0, 0), (DESCRIBE_TOPIC_PARTITIONS, 0, 0)]
+                  (DESCRIBE_PRODUCERS, 0, 0), (DESCRIBE_TOPIC_PARTITIONS, 0, 0),
+                  (FIND_COORDINATOR, 0, 4), (DESCRIBE_GROUPS, 0, 5)]
         return {"error_code": 0, "throttle_time": 0,
                 "api_keys": [{"api_key": key, "min_version": low, "max_version": high}
                              for key, low, high in ranges]}
@@ -393,7 +399,31 @@ class IncidentStory(PeerStory):
             return self._producers(request, now)
         if request.api_key == DESCRIBE_TOPIC_PARTITIONS:
             return self._partitions(request)
+        if request.api_key == FIND_COORDINATOR:
+            return self._coordinator(request)
+        if request.api_key == DESCRIBE_GROUPS:
+            return self._groups(request)
         return super().answer(request)
+
+    # group coordinator
+
+    def _coordinator(self, request: Request) -> Values:
+        """The coordinator of every key asked: broker 3, none while it is down, then broker 2."""
+        node = COORDINATOR_ROUNDS.get(self.step)
+        keys = request.body.coordinator_keys if request.api_version >= 4 else (request.body.key,)
+        answers = [{"key": key, "node_id": -1 if node is None else node, "host": "" if node is None else LOOPBACK,
+                    "port": -1 if node is None else self.port,
+                    "error_code": COORDINATOR_NOT_AVAILABLE if node is None else 0,
+                    "error_message": None if node is not None else "broker 3 is down"} for key in keys]
+        event = "group coordinator not available" if node is None else f"group coordinator on broker {node}"
+        self.note(event, api="FindCoordinator", group=COORDINATOR_GROUP, node_id=node)
+        return {"throttle_time": 0, "coordinators": answers, **answers[0]}
+
+    def _groups(self, request: Request) -> Values:
+        return {"throttle_time": 0, "groups": [
+            {"error_code": 0, "group_id": group, "group_state": "Stable", "protocol_type": "consumer",
+             "protocol_data": "range", "members": [], "authorized_operations": NOT_AUTHORIZED_OPERATIONS}
+            for group in request.body.groups]}
 
     # quorum
 

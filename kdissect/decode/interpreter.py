@@ -24,6 +24,7 @@ from typing import Any
 from kdissect.decode.record_nodes import entries_nodes
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan
 from kdissect.decode.tree import Node, Role, printable
+from kdissect.dissectors import SCHEMA_DISPLAYS
 from kdissect.notes import Note, error, note, warn
 
 NULLABLE_STRUCT_ABOUT = "nullable struct marker: -1 null, 1 present"
@@ -153,7 +154,8 @@ def _read_integer(src: Region, pos: int, f: FieldPlan, name: str) -> Node:
     if pos + size > src.limit:
         raise _short(src, pos, size, f"{name} {f.label}")
     value = f.codec.unpack_from(src.data, pos)[0]
-    return Node(name, f.label, value, str(value), pos, size, f.about)
+    shown = None if f.meaning is None else SCHEMA_DISPLAYS[f.meaning](value)
+    return Node(name, f.label, value, str(value) if shown is None else shown, pos, size, f.about)
 
 
 def _read_float(src: Region, pos: int, f: FieldPlan, name: str) -> Node:

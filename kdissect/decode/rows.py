@@ -29,7 +29,7 @@ from kdissect.decode.schema import dissected_api_keys
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import printable
 from kdissect.decode.values import Values
-from kdissect.dissectors import Display, GeneratedValue
+from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
 from kdissect.dissectors.registry import dissector
 
 Row = tuple[str, str, Any, str, int, int, str, "list[Row] | None", bool]
@@ -134,6 +134,8 @@ class _Layout:
             name, value = field.name, values[field.name]
             if field.kind is Kind.INTEGER:  # most fields: inline
                 rule = displays.get(name) if displays else None
+                if rule is None and field.meaning is not None:  # what the schema says it is
+                    rule = SCHEMA_DISPLAYS[field.meaning]
                 shown = None if rule is None else rule(value)
                 size = field.codec.size
                 append((name, field.label, value, str(value) if shown is None else shown, pos, size, field.about,
@@ -156,6 +158,8 @@ class _Layout:
             display = None
             if self.displays and name in self.displays:
                 display = self.displays[name](value)
+            elif f.meaning is not None:  # what the schema says it is
+                display = SCHEMA_DISPLAYS[f.meaning](value)
             return (name, f.label, value, str(value) if display is None else display, pos, f.codec.size, about,
                     None, False)
         if kind is Kind.STRING or kind is Kind.BYTES:

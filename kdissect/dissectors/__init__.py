@@ -17,6 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdissect.decode.schema.plan import (
+    BROKER_ID,
+    DURATION_MS,
+    ERROR_CODE,
+    PRODUCER_ID,
+    TIMESTAMP_MS,
+)
 from kdissect.decode.tree import Node
 from kdissect.error_codes import error_name
 
@@ -67,6 +74,13 @@ class Dissector:
     response_generated_values: Callable[[Values], dict[int, list[GeneratedValue]]] = no_generated_values
     # A few words for the summary line from a response body's flat values.
     response_summary: Callable[[Values], str] | None = None
+    # ... and from a request body's.
+    request_summary: Callable[[Values], str] | None = None
+
+    def summary(self, body: Values, kind: str) -> str:
+        """What a body says in a few words (`-i`), or "" when this API has nothing to add."""
+        summarize = self.request_summary if kind == "request" else self.response_summary
+        return "" if summarize is None else summarize(body)
 
     def annotate(self, body: Node, kind: str, version: int) -> None:
         """Apply this API's meaning to a decoded body tree."""
@@ -81,15 +95,18 @@ def known(value: Any) -> Any:
 
 
 def annotate(body: Node, rules: Mapping[str, Display]) -> None:
-    """Apply the rule named like each integer field of `body` (lengths and counts excluded)."""
+    """Apply the rule named like each integer field of `body` (lengths and counts excluded).
+
+    An API's rule replaces the schema's meaning of a field (`SCHEMA_DISPLAYS`) entirely:
+    where it has nothing to say, the field reads as its plain number.
+    """
     if not rules:
         return
     for node in body.nodes():
         rule = rules.get(node.name)
         if rule is not None and _is_integer(node) and node.type != "uvarint":
             shown = rule(node.value)
-            if shown is not None:
-                node.display = shown
+            node.display = str(node.value) if shown is None else shown
 
 
 def _is_integer(node: Node) -> bool:
@@ -110,9 +127,9 @@ def sentinel(meaning: str) -> Display:
     return label
 
 
-def timestamp(minus_one: str) -> Display:
-    """Milliseconds since the epoch as a UTC datetime; -1 labelled with `minus_one`."""
-    labelled = f"-1 ({minus_one})"
+def timestamp(minus_one: str | None) -> Display:
+    """Milliseconds since the epoch as a UTC datetime; -1 labelled with `minus_one` when given."""
+    labelled = None if minus_one is None else f"-1 ({minus_one})"
 
     def label(value: int) -> str | None:
         if value == -1:
@@ -121,6 +138,20 @@ def timestamp(minus_one: str) -> Display:
             return f"{value} ({format_timestamp(value)})"
         return None
     return label
+
+
+_UNITS = ((86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s"))
+
+
+def duration(value: int) -> str | None:
+    """A positive number of milliseconds in the largest unit it fills: `30000 (30 s)`,
+    `1500 (1.5 s)`, `250 (250 ms)`; zero and negative values (defaults, "none") stay plain."""
+    if value <= 0:
+        return None
+    for size, unit in _UNITS:
+        if value >= size:
+            return f"{value} ({value / size:.3g} {unit})"
+    return f"{value} ({value} ms)"
 
 
 def format_timestamp(milliseconds: int) -> str:
@@ -135,6 +166,17 @@ def format_timestamp(milliseconds: int) -> str:
 @functools.lru_cache(maxsize=4096)
 def _day(days: int) -> str:
     return f"{_EPOCH + datetime.timedelta(days=days):%Y-%m-%d}"
+
+
+# How an integer reads from what the schema says it is (`FieldPlan.meaning`), for every API:
+# broker and producer ids (-1: none), error codes by name, UTC timestamps, durations.
+SCHEMA_DISPLAYS: dict[str, Display] = {
+    BROKER_ID: sentinel("none"),
+    PRODUCER_ID: sentinel("none"),
+    ERROR_CODE: error_code,
+    TIMESTAMP_MS: timestamp(None),
+    DURATION_MS: duration,
+}
 
 
 def authorized_operations(value: int) -> str | None:
@@ -160,12 +202,14 @@ def items(values: Values | None, name: str) -> list[Any]:
 __all__ = [
     "ACL_OPERATIONS",
     "NOT_REQUESTED",
+    "SCHEMA_DISPLAYS",
     "Display",
     "Dissector",
     "GeneratedValue",
     "Values",
     "annotate",
     "authorized_operations",
+    "duration",
     "error_code",
     "format_timestamp",
     "items",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from kdissect.dissectors import Dissector, Values, error_code, items, sentinel, timestamp
+from kdissect.dissectors import Dissector, Values, items, sentinel, timestamp
 
 API_KEY = 61
 
+# Error codes, broker ids and timestamps read as the schema says (`SCHEMA_DISPLAYS`);
+# these are the fields whose -1 or bits mean something only this API knows.
 RESPONSE_DISPLAYS = {
-    "ErrorCode": error_code,
     "ProducerEpoch": sentinel("none"),
     "LastSequence": sentinel("none"),  # nothing written yet
     "LastTimestamp": timestamp("none"),

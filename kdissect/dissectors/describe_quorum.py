@@ -15,7 +15,6 @@ from kdissect.dissectors import (
     Dissector,
     GeneratedValue,
     Values,
-    error_code,
     items,
     known,
     sentinel,
@@ -26,8 +25,9 @@ API_KEY = 55
 LAG_ABOUT = "leader's log end offset minus this replica's"
 REPLICA_GROUPS = (("CurrentVoters", "voter"), ("Observers", "observer"))
 
+# Error codes, broker ids and timestamps read as the schema says (`SCHEMA_DISPLAYS`);
+# these are the fields whose -1 or bits mean something only this API knows.
 RESPONSE_DISPLAYS = {
-    "ErrorCode": error_code,
     "LeaderId": sentinel("unknown"),
     "LogEndOffset": sentinel("unknown"),
     "LastFetchTimestamp": timestamp("unknown"),

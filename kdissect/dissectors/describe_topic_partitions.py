@@ -6,16 +6,15 @@ from kdissect.dissectors import (
     Dissector,
     Values,
     authorized_operations,
-    error_code,
     items,
     sentinel,
 )
 
 API_KEY = 75
 
+# Error codes, broker ids and timestamps read as the schema says (`SCHEMA_DISPLAYS`);
+# these are the fields whose -1 or bits mean something only this API knows.
 RESPONSE_DISPLAYS = {
-    "ErrorCode": error_code,
-    "LeaderId": sentinel("none"),  # no leader elected
     "LeaderEpoch": sentinel("unknown"),
     "TopicAuthorizedOperations": authorized_operations,
 }

@@ -537,6 +537,69 @@ def join_group_storms(evidence: Evidence) -> Iterator[Finding]:
                        burst, evidence.streams, group=group, clients=clients[:20])
 
 
+FIND_COORDINATOR = 10
+COORDINATOR_ERRORS = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
+_KEY_TYPES = {0: "group", 1: "transactional id", 2: "share group"}
+
+
+def coordinator_answers(evidence: Evidence) -> list[dict[str, Any]]:
+    """Per key, in time order: each coordinator a FindCoordinator answer names (`node`,
+    `address`), each it refuses, and each NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE a
+    group's other answers give (`error`, node None)."""
+    found = []
+    for response in evidence.capture.message_list:
+        request = response.pair
+        if response.is_request or response.api_key != FIND_COORDINATOR or request is None:
+            continue
+        body, asked = response.values(keep=False), request.values(keep=False)
+        if body is None or asked is None:
+            continue
+        answers = body.get("Coordinators")
+        if not isinstance(answers, list):  # v0-3: one key, answered at the top level
+            answers = [{**body, "Key": asked.get("Key")}]
+        for answer in answers:
+            error = answer.get("ErrorCode") or 0
+            found.append({"time": response.time, "message": response.number, "key": answer.get("Key"),
+                          "key_type": asked.get("KeyType", 0), "node": None if error else answer.get("NodeId"),
+                          "address": None if error else f"{answer.get('Host')}:{answer.get('Port')}",
+                          "error": error_name(error) if error else None})
+    groups = evidence.body_facts.group_ids
+    for fact in evidence.body_facts.errors:
+        request = evidence.capture.message(fact.message).pair
+        group = None if request is None else groups.get(request.number)
+        if fact.value in COORDINATOR_ERRORS and group is not None:
+            found.append({"time": fact.time, "message": fact.message, "key": group, "key_type": 0,
+                          "node": None, "address": None, "error": fact.value})
+    return sorted(found, key=lambda r: (r["time"], r["message"]))
+
+
+@detector("groups.coordinator")
+def coordinator_moves(evidence: Evidence) -> Iterator[Finding]:
+    """A coordinator named at another node or address than the one before for the same key:
+    low, or medium when clients saw NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE in between.
+    The evidence is those errors and the answer naming the new coordinator."""
+    for (key_type, key), series in grouped(coordinator_answers(evidence), "key_type", "key").items():
+        if key is None:
+            continue
+        before: dict[str, Any] | None = None
+        troubles: list[dict[str, Any]] = []
+        for row in series:
+            if row["node"] is None:
+                troubles.append(row)
+                continue
+            if before is not None and (row["node"], row["address"]) != (before["node"], before["address"]):
+                errors = sorted({r["error"] for r in troubles})
+                after = f" after {len(troubles)} {'/'.join(errors)} answer(s)" if troubles else ""
+                yield _finding("groups.coordinator_moved", Severity.MEDIUM if troubles else Severity.LOW,
+                               f"{_KEY_TYPES.get(key_type, 'key')} {printable(str(key))}: coordinator "
+                               f"{before['node']} ({printable(before['address'])}) -> {row['node']} "
+                               f"({printable(row['address'])}){after}", [*troubles, row], evidence.streams,
+                               count=1, key=key, key_type=key_type, node_from=before["node"],
+                               node_to=row["node"], address_from=before["address"],
+                               address_to=row["address"], errors=errors, since_message=before["message"])
+            before, troubles = row, []
+
+
 def _densest(items: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
     """The largest run of items whose times fit in `window` seconds."""
     best: list[dict[str, Any]] = []

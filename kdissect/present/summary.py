@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from kdissect.decode.schema import message_plan
 from kdissect.decode.tree import printable
 from kdissect.decode.values import Values
 from kdissect.dissectors.registry import dissector
+from kdissect.dissectors.summaries import entities
 from kdissect.error_codes import error_name
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
@@ -90,15 +92,15 @@ def _api_label(message: Message) -> str:
 
 def info(message: Message, *, body_info: bool = False) -> str:
     """Short facts: a request's client id, a response's latency, and with `body_info`
-    the topics, errors and API summary of a decoded body (read from its flat values)."""
+    what a decoded body says (read from its flat values): the topics, groups and
+    transactional ids its definition names, the API's own summary, and its errors."""
     parts = []
     body = message.values() if body_info else None
     if body is not None:
-        topics = topic_names(body)
-        if topics:
-            shown = ",".join(printable(t) for t in topics[:_MAX_TOPICS])
-            more = len(topics) - _MAX_TOPICS
-            parts.append(f"topics={shown}" + (f" (+{more})" if more > 0 else ""))
+        for label, names in body_entities(message, body):
+            shown = ",".join(printable(str(name)) for name in names[:_MAX_TOPICS])
+            more = len(names) - _MAX_TOPICS
+            parts.append(f"{label}={shown}" + (f" (+{more})" if more > 0 else ""))
         extra = _api_summary(message, body)
         if extra:
             parts.append(extra)
@@ -117,9 +119,29 @@ def info(message: Message, *, body_info: bool = False) -> str:
 
 def _api_summary(message: Message, body: Values) -> str:
     meaning = dissector(message.api_key)
-    if message.is_request or meaning is None or meaning.response_summary is None:
+    if meaning is None:
         return ""
-    return printable(meaning.response_summary(body))  # it may quote strings from the wire
+    return printable(meaning.summary(body, message.kind))  # it may quote strings from the wire
+
+
+# What the summary names by the definitions' entity types, in this order.
+_ENTITIES = (("topics", "topicName"), ("group", "groupId"), ("transactional_id", "transactionalId"))
+
+
+def body_entities(message: Message, body: Values) -> list[tuple[str, list[str]]]:
+    """(label, distinct values) of the topic names, group ids and transactional ids a body
+    holds, as its definition types them; topics by field name when no plan is known."""
+    plan = None if message.api_key is None or message.api_version is None else message_plan(
+        message.api_key, message.api_version, message.kind)
+    if plan is None:
+        topics = topic_names(body)
+        return [("topics", topics)] if topics else []
+    found = []
+    for label, entity_type in _ENTITIES:
+        names = list(dict.fromkeys(v for v in entities(plan.body, body, entity_type) if isinstance(v, str)))
+        if names:
+            found.append((label, names))
+    return found
 
 
 def topic_names(body: Values) -> list[str]:
@@ -136,7 +158,8 @@ def topic_names(body: Values) -> list[str]:
 
 
 def error_counts(body: Values) -> dict[str, int]:
-    """Non-zero error codes anywhere in a body, by name, with how often each occurs."""
+    """Non-zero error codes anywhere in a body (every field named `ErrorCode` or
+    `...ErrorCode`), by name, with how often each occurs."""
     counts: dict[str, int] = {}
     _count_errors(body, counts)
     return counts
@@ -150,9 +173,9 @@ def _count_errors(values: Values, counts: dict[str, int]) -> None:
             for item in value:
                 if type(item) is dict:
                     _count_errors(item, counts)
-        elif name == "ErrorCode" and type(value) is int and value != 0:
+        elif type(value) is int and value != 0 and name.endswith("ErrorCode"):
             label = error_name(value)
             counts[label] = counts.get(label, 0) + 1
 
 
-__all__ = ["error_counts", "info", "summary_line", "topic_names"]
+__all__ = ["body_entities", "error_counts", "info", "summary_line", "topic_names"]

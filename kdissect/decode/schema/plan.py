@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,8 @@ class FieldPlan:
     tag: int | None = None  # tagged fields
     default: Any = None
     min_size: int = 1
+    entity_type: str | None = None  # the definition's entityType: "brokerId", "topicName", ...
+    meaning: str | None = None  # what an integer's value is, from the schema (see `field_meaning`)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -146,13 +149,14 @@ class _Compiler:
         if ftype.is_array:
             element = self.element(ftype, compact)
             return FieldPlan(spec.name, ftype.text, spec.about, Kind.ARRAY, compact, nullable,
-                             element=element, tag=tag, default=spec.default, min_size=1 if compact else 4)
+                             element=element, tag=tag, default=spec.default, min_size=1 if compact else 4,
+                             entity_type=spec.entity_type)
         if ftype.is_struct:
             body = self.struct(ftype.element, self.spec.struct(ftype.element).fields)
             return FieldPlan(spec.name, ftype.text, spec.about, Kind.STRUCT, compact, nullable, struct=body,
                              tag=tag, default=spec.default, min_size=1 if nullable else body.min_size)
         return primitive_plan(spec.name, ftype.element, spec.about, compact=compact, nullable=nullable,
-                              tag=tag, default=spec.default)
+                              tag=tag, default=spec.default, entity_type=spec.entity_type)
 
     def element(self, ftype: FieldType, compact: bool) -> FieldPlan:
         name = ftype.element
@@ -163,20 +167,45 @@ class _Compiler:
 
 
 def primitive_plan(name: str, element: str, about: str, *, compact: bool, nullable: bool,
-                   tag: int | None = None, default: Any = None) -> FieldPlan:
+                   tag: int | None = None, default: Any = None, entity_type: str | None = None) -> FieldPlan:
     """The plan of one primitive field (also used for array elements)."""
     codec = FIXED_CODECS.get(element)
     if codec is not None:
         kind = Kind.FLOAT if element == "float64" else Kind.INTEGER
         return FieldPlan(name, element, about, kind, compact, nullable, codec, tag=tag,
-                         default=default, min_size=codec.size)
+                         default=default, min_size=codec.size, entity_type=entity_type,
+                         meaning=field_meaning(name, element, entity_type) if kind is Kind.INTEGER else None)
     if element in ("bool", "uuid"):
         kind = Kind.BOOL if element == "bool" else Kind.UUID
         return FieldPlan(name, element, about, kind, compact, nullable, tag=tag, default=default,
-                         min_size=1 if element == "bool" else 16)
+                         min_size=1 if element == "bool" else 16, entity_type=entity_type)
     kind = Kind.STRING if element == "string" else Kind.RECORDS if element == "records" else Kind.BYTES
     # Classic nullable strings and bytes are the protocol guide's NULLABLE_STRING / NULLABLE_BYTES.
     label = f"nullable_{element}" if nullable and not compact and element != "records" else element
     classic_size = 2 if kind is Kind.STRING else 4
     return FieldPlan(name, label, about, kind, compact, nullable, tag=tag, default=default,
-                     min_size=1 if compact else classic_size)
+                     min_size=1 if compact else classic_size, entity_type=entity_type)
+
+
+# Integer meanings a definition carries: its entityType, else its type and name.
+BROKER_ID, PRODUCER_ID = "brokerId", "producerId"
+ERROR_CODE, TIMESTAMP_MS, DURATION_MS = "errorCode", "timestampMs", "durationMs"
+_INTEGER_ENTITIES = frozenset({BROKER_ID, PRODUCER_ID})
+# int64 points in time: LastFetchTimestamp, ExpiryTimestampMs, LogAppendTimeMs, TransactionStartTimeMs.
+_POINT_IN_TIME = re.compile(r".*(?:Timestamp|TimestampMs|AppendTimeMs|StartTimeMs)")
+_MILLISECONDS = re.compile(r".*[a-z]Ms")  # ThrottleTimeMs, SessionTimeoutMs, RetentionTimeMs, ...
+
+
+def field_meaning(name: str, element: str, entity_type: str | None) -> str | None:
+    """What an integer field's value is: a broker or producer id (the definition's entityType),
+    an error code (int16 `ErrorCode`, `...ErrorCode`), an int64 millisecond timestamp, or a
+    duration in milliseconds (an int32 or int64 named `...Ms`); None when the number says it all."""
+    if entity_type in _INTEGER_ENTITIES:
+        return entity_type
+    if element == "int16" and name.endswith("ErrorCode"):
+        return ERROR_CODE
+    if element == "int64" and _POINT_IN_TIME.fullmatch(name):
+        return TIMESTAMP_MS
+    if element in ("int32", "int64") and _MILLISECONDS.fullmatch(name):
+        return DURATION_MS
+    return None
