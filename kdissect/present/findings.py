@@ -280,7 +280,7 @@ _ERROR_NOTE = 3  # kdissect.notes.Severity.ERROR: the bytes contradict the proto
 
 
 def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[BodyFact | Note]:
-    """In one walk: every note of the tree; in a response every non-zero ErrorCode (with
+    """In one walk: every note of the tree; in a response every non-zero ErrorCode, TopicErrorCode... (with
     the topic it sits under) and a throttle time; in a request its GroupId."""
     response = not message.is_request
 
@@ -308,7 +308,7 @@ def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[BodyFac
                     yield event("wait", str(value), "")
                 elif child.name == "ThrottleTimeMs" and isinstance(value, int) and value > 0:
                     yield event("throttle", str(value), "")
-            if response and child.name == "ErrorCode" and isinstance(value, int) and value != 0:
+            if response and child.name.endswith("ErrorCode") and isinstance(value, int) and value != 0:
                 yield event("error", error_name(value), topic)
 
 
@@ -559,18 +559,18 @@ def coordinator_answers(evidence: Evidence) -> list[dict[str, Any]]:
             answers = [{**body, "Key": asked.get("Key")}]
         for answer in answers:
             error = answer.get("ErrorCode") or 0
-            found.append({"time": response.time, "message": response.number, "key": answer.get("Key"),
+            found.append({"time": response.time, "number": response.number, "key": answer.get("Key"),
                           "key_type": asked.get("KeyType", 0), "node": None if error else answer.get("NodeId"),
                           "address": None if error else f"{answer.get('Host')}:{answer.get('Port')}",
                           "error": error_name(error) if error else None})
     groups = evidence.body_facts.group_ids
     for fact in evidence.body_facts.errors:
-        request = evidence.capture.message(fact.message).pair
+        request = evidence.capture.message(fact.number).pair
         group = None if request is None else groups.get(request.number)
         if fact.value in COORDINATOR_ERRORS and group is not None:
-            found.append({"time": fact.time, "message": fact.message, "key": group, "key_type": 0,
+            found.append({"time": fact.time, "number": fact.number, "key": group, "key_type": 0,
                           "node": None, "address": None, "error": fact.value})
-    return sorted(found, key=lambda r: (r["time"], r["message"]))
+    return sorted(found, key=lambda r: (r["time"], r["number"]))
 
 
 @detector("groups.coordinator")
@@ -596,7 +596,7 @@ def coordinator_moves(evidence: Evidence) -> Iterator[Finding]:
                                f"({printable(row['address'])}){after}", [*troubles, row], evidence.streams,
                                count=1, key=key, key_type=key_type, node_from=before["node"],
                                node_to=row["node"], address_from=before["address"],
-                               address_to=row["address"], errors=errors, since_message=before["message"])
+                               address_to=row["address"], errors=errors, since_message=before["number"])
             before, troubles = row, []
 
 
