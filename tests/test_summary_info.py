@@ -132,7 +132,7 @@ def test_record_count_reads_batch_headers_and_stops_at_a_cut_batch() -> None:
     blob = body["TopicData"][0]["PartitionData"][0]["Records"]
     whole = record_count(blob)
     assert whole == int(((capture.records.number == request.number)
-                         & (capture.records.partition == 0)).sum())
+                         & (capture.records.partition_index == 0)).sum())
     assert record_count(blob[:-1]) < whole  # the cut batch is not counted
     assert record_count(b"") == 0
 
