@@ -349,7 +349,7 @@ def _fields_frame(messages: list[Message]) -> pd.DataFrame:
             frame[name] = pd.array(pa.chunked_array(parts, pa.int64()).to_pandas(types_mapper=_INT64.get))
         else:
             frame[name] = np.concatenate(parts)
-    return pd.DataFrame(frame)
+    return pd.DataFrame(frame, copy=False)
 
 
 _INT64 = {pa.int64(): pd.Int64Dtype()}
