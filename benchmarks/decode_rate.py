@@ -58,6 +58,14 @@ def _body_start(message: Message) -> int | None:
     return None if found is None else found[1]
 
 
+def _kio_reads(reader: Callable[..., Any], body: bytes) -> bool:
+    try:
+        reader(body, 0)
+    except ValueError:
+        return False
+    return True
+
+
 def main() -> None:
     readers: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
     messages, bodies = [], []
@@ -70,6 +78,8 @@ def main() -> None:
         reader, start = readers[key], _body_start(message)
         if reader is None or start is None or message.values(keep=False) is None:
             continue
+        if not _kio_reads(reader, message.frame.data[start:]):
+            continue  # a value kio refuses, such as an error code newer than its enum
         messages.append(message)
         bodies.append((reader, message.frame.data[start:]))
     gc.collect()

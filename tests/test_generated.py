@@ -282,3 +282,25 @@ def test_cycle_collection_is_paused_inside_a_decode_loop_and_only_there() -> Non
         assert not gc.isenabled()  # left as the caller had it
     finally:
         gc.enable()
+
+
+def _assign_replicas_to_dirs_v0() -> bytes:
+    """A real AssignReplicasToDirs v0 request, encoded by kio."""
+    from kio.schema.assign_replicas_to_dirs.v0 import request
+    from kio.schema.request_header.v2.header import RequestHeader
+
+    header = RequestHeader(request_api_key=73, request_api_version=0, correlation_id=7, client_id=None)
+    partitions = (request.PartitionData(partition_index=3),)
+    body = request.AssignReplicasToDirsRequest(broker_id=1, broker_epoch=5, directories=(
+        request.DirectoryData(id_=None, topics=(request.TopicData(topic_id=None, partitions=partitions),)),))
+    return framed(encode(RequestHeader, header), encode(type(body), body))
+
+
+@pytest.mark.parametrize("at", [4, 5, 6, 7])  # the API key's and the version's bytes
+def test_a_request_whose_header_names_another_api_or_version_is_the_interpreters(at: int) -> None:
+    frame = _assign_replicas_to_dirs_v0()
+    assert _check_agreement(frame, "request", 73, 0)
+    damaged = bytearray(frame)
+    damaged[at] ^= 0x01
+    assert fast_body(bytes(damaged), "request", 73, 0) is None
+    _check_agreement(bytes(damaged), "request", 73, 0)

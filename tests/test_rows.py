@@ -138,4 +138,18 @@ def test_fields_table_from_rows_equals_the_one_from_trees(shipped_captures: Path
     monkeypatch.setattr(Message, "rows", lambda self: None)  # every message through its Node tree
     from_trees = kdissect.read_pcap(shipped_captures / capture).fields
     pd.testing.assert_frame_equal(from_rows, from_trees, check_exact=True)
-    assert str(from_rows.path.dtype) == "string" and from_rows.path.array.__class__.__name__ == "ArrowStringArray"
+    assert str(from_rows.path.dtype) == "category"  # paths repeat from message to message
+    assert from_rows.display.array.__class__.__name__ == "ArrowStringArray"
+
+
+def test_about_texts_are_in_json_only_with_the_about_flag(shipped_captures: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from kdissect.cli import main
+
+    def first_tree(*options: str) -> dict:
+        assert main(["-T", "jsonl", "-c", "1", *options, str(shipped_captures / "quorum_story.pcap")]) == 0
+        return json.loads(capsys.readouterr().out)["tree"]
+
+    plain, described = first_tree(), first_tree("--about")
+    assert "about" not in plain and "about" not in plain["children"][0]
+    assert described["children"][0]["about"] == "length-delimited framing"

@@ -412,7 +412,7 @@ DTYPES: dict[str, dict[str, str]] = {
         "request_bytes": "Int64", "response_bytes": "Int64", "error": "category", "file": "category",
     },
     "fields": {
-        "number": "int64", "path": "string", "name": "category", "type": "category",
+        "number": "int64", "path": "category", "name": "category", "type": "category",
         "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
         "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
     },

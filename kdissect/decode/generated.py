@@ -335,7 +335,8 @@ def message_decoder(header: StructPlan, body: MessagePlan) -> MessageDecoder | N
 
     It takes a frame whose size prefix matches its length and returns the body's
     flat values, raising (as `struct_decoder`'s do) unless header and body fill
-    the frame exactly.
+    the frame exactly, and unless a request's header names this API and version:
+    the interpreter reads a request by what its own header says.
     """
     key = (body.api_key or 0, body.version, body.kind)
     if key in _MESSAGE_DECODERS:
@@ -345,7 +346,9 @@ def message_decoder(header: StructPlan, body: MessagePlan) -> MessageDecoder | N
     out.emit(1, "pos, limit = 4, len(data)")
     try:
         generator = _Generator(out)
-        generator.struct(header, 1)
+        header_values = generator.struct(header, 1)
+        if body.kind == "request":
+            _check_request_header(out, header_values, key[0], body.version)
         values = generator.struct(body.body, 1)
         out.emit(1, "if pos != limit: unusual('bytes after the body')")
         out.emit(1, f"return {values}")
@@ -354,6 +357,12 @@ def message_decoder(header: StructPlan, body: MessagePlan) -> MessageDecoder | N
         decoder = None
     _MESSAGE_DECODERS[key] = decoder
     return decoder
+
+
+def _check_request_header(out: _Writer, header: str, api_key: int, version: int) -> None:
+    """Emit the check that a request's header names the API and version being decoded."""
+    found = f"({header}['request_api_key'], {header}['request_api_version'])"
+    out.emit(1, f"if {found} != {(api_key, version)!r}: unusual('the header names another API or version')")
 
 
 FAST_PATH_REFUSALS = (Unusual, struct.error, IndexError, UnicodeDecodeError)

@@ -131,6 +131,11 @@ class Message:
         body = message_body(self.tree(keep=keep))
         return None if body is None else tree_values(body, plan.body)
 
+    def fast_values(self, *, keep: bool = True) -> Values | None:
+        """The body's values when its generated decoder takes it; None when only the
+        interpreter's tree can say what the body holds (or it is not decoded at all)."""
+        return self._fast_values(keep)
+
     def _fast_values(self, keep: bool) -> Values | None:
         """The body's values from its generated decoder; None when it is not decoded that way."""
         if self._values is not None:

@@ -344,40 +344,64 @@ def _fields_frame(messages: list[Message]) -> pd.DataFrame:
     """One row per tree node, built in chunks so peak memory stays near the table's own.
 
     Text columns are Arrow-backed (one buffer per chunk, not a Python object per
-    cell); names and types become categoricals once, at the end.
+    cell); names, paths, types and files are categoricals whose codes are made
+    chunk by chunk. Each column's chunks are let go as soon as it is joined.
     """
+    categories = {name: _Categories() for name, dtype in _FIELD_DTYPES.items() if dtype == "category"}
     chunks: list[dict[str, Any]] = []
     columns: Columns = {name: [] for name in _FIELD_DTYPES}
     for message in messages:
         _add_field_rows(columns, message)
         if len(columns["number"]) >= FIELDS_CHUNK_ROWS:
-            chunks.append(_fields_chunk(columns))
+            chunks.append(_fields_chunk(columns, categories))
             columns = {name: [] for name in _FIELD_DTYPES}
-    chunks.append(_fields_chunk(columns))
+    chunks.append(_fields_chunk(columns, categories))
+    del columns
     frame: dict[str, Any] = {}
     for name, dtype in _FIELD_DTYPES.items():
-        parts = [chunk[name] for chunk in chunks]
+        parts = [chunk.pop(name) for chunk in chunks]
         if dtype == "string":
             frame[name] = pd.arrays.ArrowStringArray(pa.chunked_array(parts, pa.string()))
         elif dtype == "category":
-            codes, categories = pd.factorize(pd.arrays.ArrowStringArray(pa.chunked_array(parts, pa.string())))
-            frame[name] = pd.Categorical.from_codes(codes, pd.Index(categories.to_numpy(dtype=object), dtype="str"))
+            frame[name] = categories[name].column(parts)
         elif dtype == "Int64":
             frame[name] = pd.array(pa.chunked_array(parts, pa.int64()).to_pandas(types_mapper=_INT64.get))
         else:
             frame[name] = np.concatenate(parts)
-    return pd.DataFrame(frame)
+        del parts
+    return pd.DataFrame(frame, copy=False)
 
 
 _INT64 = {pa.int64(): pd.Int64Dtype()}
 
 
-def _fields_chunk(columns: Columns) -> dict[str, Any]:
+class _Categories:
+    """One categorical column's categories across chunks, in order of first appearance
+    (as `pd.factorize` of the whole column would give them); missing values code -1."""
+
+    def __init__(self) -> None:
+        self.codes_of: dict[str, int] = {}
+
+    def codes(self, values: list[Any]) -> np.ndarray:
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+        if not len(uniques):
+            return np.full(len(values), -1, dtype=np.int32)
+        known = self.codes_of
+        lookup = np.array([known.setdefault(value, len(known)) for value in uniques], dtype=np.int32)
+        return np.where(codes >= 0, lookup[codes], -1).astype(np.int32)
+
+    def column(self, parts: list[np.ndarray]) -> pd.Categorical:
+        return pd.Categorical.from_codes(np.concatenate(parts), pd.Index(list(self.codes_of), dtype="str"))
+
+
+def _fields_chunk(columns: Columns, categories: dict[str, _Categories]) -> dict[str, Any]:
     chunk: dict[str, Any] = {}
     for name, dtype in _FIELD_DTYPES.items():
         values = columns[name]
-        if dtype in ("string", "category"):
+        if dtype == "string":
             chunk[name] = pa.array(values, pa.string())
+        elif dtype == "category":
+            chunk[name] = categories[name].codes(values)
         elif dtype == "Int64":
             chunk[name] = pa.array(values, pa.int64())
         else:
@@ -406,7 +430,7 @@ def _add_field_rows(columns: Columns, message: Message) -> None:
 
 
 _FIELD_DTYPES = {
-    "number": "int64", "path": "string", "name": "category", "type": "category",
+    "number": "int64", "path": "category", "name": "category", "type": "category",
     "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
     "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
 }  # fmt: skip

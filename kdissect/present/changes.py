@@ -29,7 +29,7 @@ class ChangeMarker:
         """` changed since #N: ...` for a response that differs from the previous one, else ""."""
         if message.is_request:
             return ""
-        body = body_fields(message)
+        body = body_fields(message, keep=True)  # `-i` reads the same body next
         if body is None:
             return ""
         state = _state(scoped_structs(body))
@@ -62,7 +62,10 @@ def _state(structs: Any) -> State:
 
 
 def _first(scope: dict[str, Any], names: tuple[str, ...]) -> Any:
-    return next((scope[name] for name in names if name in scope), None)
+    for name in names:
+        if name in scope:
+            return scope[name]
+    return None
 
 
 def _change(where: tuple[Any, ...], before: dict[str, Any], now: dict[str, Any]) -> str:

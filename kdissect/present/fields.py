@@ -10,9 +10,10 @@ Three families:
 - Wireshark's Kafka field names (`kafka.api_key`, `kafka.error_code`,
   `kafka.topic_name`...), each an alias of a column or of body paths.
 
-`BodyFields` is the one place that knows how a decoded body is stored: today it
-walks `Message.tree()` nodes; pointing it at another representation changes only
-`body_fields()`.
+`BodyFields` is the one place that knows how a decoded body is stored: an
+ordinary body is read from its flat values (`ValuesBody`, no tree built), any
+other from the interpreter's tree (`TreeBody`, which explains what went wrong);
+both give the same values in the same order for a body both can read.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from kdissect.decode.dissect import message_body
 from kdissect.decode.schema.loader import load_definitions
 from kdissect.decode.schema.model import FieldSpec, MessageSpec
 from kdissect.decode.tree import Node
+from kdissect.decode.values import Values
+from kdissect.dissectors import GeneratedValue
+from kdissect.dissectors.registry import dissector
 from kdissect.ingest.net import format_address
 from kdissect.notes import EXPERT, Note
 from kdissect.pair.message import Message
@@ -291,14 +295,24 @@ class BodyFields(Protocol):
     def values(self, path: Path) -> Iterator[Any]: ...
 
 
-def body_fields(message: Message) -> BodyFields | None:
-    """The body of a message for filtering, decoded now (and not kept) unless it was."""
+def body_fields(message: Message, *, keep: bool = False) -> BodyFields | None:
+    """The body of a message for filtering, decoded now (and kept only with `keep`) unless it was."""
     if message.api_key not in body_api_keys():
         return None
     if not message.is_request and message.pair is None:
         return None  # a response is decodable only through its request
-    body = message_body(message.tree(keep=False))
+    values = message.fast_values(keep=keep)
+    if values is not None:
+        return ValuesBody(values, _generated(message, values))
+    body = message_body(message.tree(keep=keep))
     return None if body is None else TreeBody(body)
+
+
+def _generated(message: Message, values: Values) -> dict[int, list[GeneratedValue]]:
+    meaning = dissector(message.api_key)
+    if message.is_request or meaning is None:
+        return {}
+    return meaning.response_generated_values(values)
 
 
 class TreeBody:
@@ -379,6 +393,8 @@ def _descend_element(element: Node, rest: Path) -> Iterator[Any]:
 def scoped_structs(body: BodyFields) -> Iterator[dict[str, Any]]:
     """Every struct of a body (the body, nested structs, array elements) as its scalar fields
     by name, over those of the structs around it: a partition sees its topic's name."""
+    if isinstance(body, ValuesBody):
+        return body.scoped()
     if not isinstance(body, TreeBody):
         return iter(())
     return _scoped(body.body, {})
@@ -391,11 +407,109 @@ def _scoped(struct: Node, outer: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if child.name in _STRUCTURAL:
             continue
         if child.type.startswith("[]"):
-            inner.extend(c for c in _elements(child) if c.children)
-        elif child.children:
+            inner.extend(c for c in _elements(child) if _has_fields(c))
+        elif _has_fields(child):
             inner.append(child)
         elif child.value is not None:
             scope[child.name] = child.value
     yield scope
     for node in inner:
         yield from _scoped(node, scope)
+
+
+def _has_fields(node: Node) -> bool:
+    """A struct with fields of its own (not a null one, nor one of no fields)."""
+    return any(child.name not in _STRUCTURAL for child in node.children)
+
+
+class ValuesBody:
+    """`BodyFields` over a body's flat values (dicts, lists, scalars) and the values its
+    dissector derives from them, read as `TreeBody` reads the tree the interpreter would
+    build: a list is an array, a dict a struct, None a null, a generated value a field
+    after the one it follows."""
+
+    __slots__ = ("_by_name", "body", "generated")
+
+    def __init__(self, body: Values, generated: dict[int, list[GeneratedValue]]) -> None:
+        self.body = body
+        self.generated = generated
+        self._by_name: dict[str, list[Any]] | None = None
+
+    def values(self, path: Path) -> Iterator[Any]:
+        first, rest = path[0], path[1:]
+        for value in self._named().get(first.name, ()):
+            yield from self._descend(value, first.index, rest)
+
+    def fields(self, struct: Values) -> Iterator[tuple[str, Any]]:
+        """A struct's fields by name, each generated value after the field it follows."""
+        extra = self.generated.get(id(struct)) if self.generated else None
+        if not extra:
+            yield from struct.items()
+            return
+        for name, value in struct.items():
+            yield name, value
+            for item in extra:
+                if item.after == name:
+                    yield item.name, item.value
+
+    def _named(self) -> dict[str, list[Any]]:
+        if self._by_name is None:
+            found: dict[str, list[Any]] = {}
+            self._collect(self.body, found)
+            self._by_name = found
+        return self._by_name
+
+    def _collect(self, struct: Values, found: dict[str, list[Any]]) -> None:
+        for name, value in self.fields(struct):
+            found.setdefault(name, []).append(value)
+            if type(value) is dict:
+                self._collect(value, found)
+            elif type(value) is list:
+                for item in value:
+                    if type(item) is dict:
+                        self._collect(item, found)
+
+    def _descend(self, value: Any, index: int | None, rest: Path) -> Iterator[Any]:
+        if type(value) is list:
+            items = value
+            if index is not None:
+                items = [value[index]] if -len(value) <= index < len(value) else []
+            for item in items:
+                yield from self._descend(item, None, rest) if rest else self._leaf(item)
+            return
+        if index is not None:
+            return
+        if not rest:
+            yield from self._leaf(value)
+        elif type(value) is dict:
+            for name, inner in self.fields(value):
+                if name == rest[0].name:
+                    yield from self._descend(inner, rest[0].index, rest[1:])
+                    break
+
+    def _leaf(self, value: Any) -> Iterator[Any]:
+        """A field's own value; a struct stands for itself (present, but equal to nothing)."""
+        if type(value) is dict:
+            if next(self.fields(value), None) is not None:
+                yield value
+        elif value is not None:
+            yield value
+
+    def scoped(self) -> Iterator[dict[str, Any]]:
+        """`scoped_structs` of these values, depth first in wire order, as over the tree."""
+        stack: list[tuple[Values, dict[str, Any]]] = [(self.body, {})]
+        while stack:
+            struct, outer = stack.pop()
+            scope = dict(outer)
+            inner: list[Values] = []
+            for name, value in self.fields(struct) if self.generated else struct.items():
+                kind = type(value)
+                if kind is list:
+                    inner.extend(item for item in value if type(item) is dict and item)
+                elif kind is dict:
+                    if value:
+                        inner.append(value)
+                elif value is not None:
+                    scope[name] = value
+            yield scope
+            stack.extend((nested, scope) for nested in reversed(inner))

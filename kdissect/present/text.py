@@ -28,23 +28,31 @@ def render_tree(root: Node, *, show_generated: bool = True, wide: bool = False,
                 show_notes: bool = True) -> str:
     """The tree under `root` as text lines joined by newlines (no trailing newline)."""
     lines: list[str] = []
-    append = lines.append
-    stack: list[tuple[Node, str, str]] = [(root, "", "")]
-    while stack:
-        node, prefix, child_prefix = stack.pop()
-        append(prefix + node_line(node, wide=wide))
-        children = node.children
-        if not show_generated and children:
-            children = [c for c in children if not c.generated]
-        if show_notes and node.notes:
-            bar = "|   " if children else "    "
-            lines.extend(f"{child_prefix}{bar}!! {printable(str(n))}" for n in node.notes)
-        if children:
-            last = len(children) - 1
-            branch, continued, ended = child_prefix + "+-- ", child_prefix + "|   ", child_prefix + "    "
-            stack.extend((children[i], branch, ended if i == last else continued)
-                         for i in range(last, -1, -1))
+    _render_node(root, "", "", lines, show_generated, wide, show_notes)
     return "\n".join(lines)
+
+
+def _render_node(node: Node, prefix: str, child_prefix: str, lines: list[str], show_generated: bool,
+                 wide: bool, show_notes: bool) -> None:
+    lines.append(prefix + _common_line(node.name, node.type, node.display, node.offset, node.size, node.about,
+                                       node.generated, wide))
+    children = node.children
+    if not show_generated and children:
+        children = [c for c in children if not c.generated]
+    if show_notes and node.notes:
+        bar = "|   " if children else "    "
+        lines.extend(f"{child_prefix}{bar}!! {printable(str(n))}" for n in node.notes)
+    if not children:
+        return
+    branch, continued, ended = child_prefix + "+-- ", child_prefix + "|   ", child_prefix + "    "
+    last = children[-1]
+    for child in children:
+        if child.children or child.notes:
+            _render_node(child, branch, ended if child is last else continued, lines, show_generated, wide,
+                         show_notes)
+        else:  # most nodes: a leaf, inline
+            lines.append(branch + _common_line(child.name, child.type, child.display, child.offset, child.size,
+                                               child.about, child.generated, wide))
 
 
 def render_message(message: Message, *, wide: bool = False) -> str:
@@ -60,29 +68,39 @@ def render_rows(root: Row, *, show_generated: bool = True, wide: bool = False) -
     Rows come from bodies the fast path took, which carry no notes.
     """
     lines: list[str] = []
-    append = lines.append
-    stack: list[tuple[Row, str, str]] = [(root, "", "")]
-    tails, bare, spaced = _TAILS, _BARE_TYPES, _SPACED_DISPLAY
-    while stack:
-        row, prefix, child_prefix = stack.pop()
-        name, kind, _, display, offset, size, about, children, generated = row
-        if generated or wide or kind in bare:
-            append(prefix + _line(name, kind, display, offset, size, about, generated, wide))
-        else:  # the common line, inline
-            tail = tails.get(about) or _tail(about)
-            if display:
-                line = f"{name} {kind}{' ' if kind in spaced else ' = '}{display} [0x{offset:04x}, {size}B]{tail}"
-            else:
-                line = f"{name} {kind} [0x{offset:04x}, {size}B]{tail}"
-            append(prefix + (line if line.isprintable() else printable(line)))
-        if children and not show_generated:
-            children = [c for c in children if not c[8]]
-        if children:
-            last = len(children) - 1
-            branch, continued, ended = child_prefix + "+-- ", child_prefix + "|   ", child_prefix + "    "
-            stack.extend((children[i], branch, ended if i == last else continued)
-                         for i in range(last, -1, -1))
+    _render_row(root, "", "", lines, show_generated, wide)
     return "\n".join(lines)
+
+
+def _render_row(row: Row, prefix: str, child_prefix: str, lines: list[str], show_generated: bool,
+                wide: bool) -> None:
+    name, kind, _, display, offset, size, about, children, generated = row
+    lines.append(prefix + _common_line(name, kind, display, offset, size, about, generated, wide))
+    if children and not show_generated:
+        children = [c for c in children if not c[8]]
+    if not children:
+        return
+    branch, continued, ended = child_prefix + "+-- ", child_prefix + "|   ", child_prefix + "    "
+    last = children[-1]
+    for child in children:
+        if child[7]:
+            _render_row(child, branch, ended if child is last else continued, lines, show_generated, wide)
+        else:  # most rows: a leaf, inline
+            name, kind, _, display, offset, size, about, _, generated = child
+            lines.append(branch + _common_line(name, kind, display, offset, size, about, generated, wide))
+
+
+def _common_line(name: str, kind: str, display: str, offset: int, size: int, about: str, generated: bool,
+                 wide: bool) -> str:
+    """`_line`, with the common case (not generated, not wide, a typed node) inline."""
+    if generated or wide or kind in _BARE_TYPES:
+        return _line(name, kind, display, offset, size, about, generated, wide)
+    tail = _TAILS.get(about) or _tail(about)
+    if display:
+        line = f"{name} {kind}{' ' if kind in _SPACED_DISPLAY else ' = '}{display} [0x{offset:04x}, {size}B]{tail}"
+    else:
+        line = f"{name} {kind} [0x{offset:04x}, {size}B]{tail}"
+    return line if line.isprintable() else printable(line)
 
 
 def node_line(node: Node, *, wide: bool = False) -> str:

@@ -1,0 +1,90 @@
+"""Filters and `-i`'s change marks read an ordinary body from its flat values, no tree built;
+what they read must be exactly what the interpreter's tree holds. Checked on every message of
+the shipped, third-party and fuzz-regression captures, path by path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kdissect.decode.dissect import message_body
+from kdissect.decode.tree import Node
+from kdissect.pair.message import Message
+from kdissect.pipeline import read_messages
+from kdissect.present.fields import (
+    Step,
+    TreeBody,
+    ValuesBody,
+    body_fields,
+    schema_index,
+    scoped_structs,
+)
+
+FUZZ_REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
+
+
+def _plain(value: Any) -> Any:
+    """A struct (a tree node or a dict of values) stands for itself: compare it as a marker."""
+    return "<struct>" if isinstance(value, Node | dict) else value
+
+
+def _paths(body: TreeBody) -> Iterator[tuple[Step, ...]]:
+    """Every field of the body on its own, with an index, and with each of its sub-fields."""
+    children = schema_index().children
+    for name in sorted(body._named()):
+        yield (Step(name),)
+        for index in (0, -1, 5):
+            yield (Step(name, index, True),)
+        for child in sorted(children.get(name, ())):
+            yield Step(name), Step(child)
+            yield Step(name, None, True), Step(child)
+            yield Step(name, -1, True), Step(child)
+            for grandchild in sorted(children.get(child, ()))[:3]:
+                yield Step(name, None, True), Step(child, 0, True), Step(grandchild)
+
+
+def _agree(message: Message) -> bool:
+    """Assert both readings agree; True when the message's body took the fast path."""
+    fast = body_fields(message)
+    if not isinstance(fast, ValuesBody):
+        return False
+    tree = message_body(message.tree(keep=False))
+    assert tree is not None
+    reference = TreeBody(tree)
+    assert list(fast._named()) == list(reference._named())
+    for path in _paths(reference):
+        assert [_plain(v) for v in fast.values(path)] == [_plain(v) for v in reference.values(path)], path
+    assert list(scoped_structs(fast)) == list(scoped_structs(reference))
+    return True
+
+
+def _agree_on(paths: list[Path]) -> int:
+    taken = 0
+    for path in paths:
+        for message in read_messages(path):
+            try:
+                taken += _agree(message)
+            except AssertionError as problem:
+                raise AssertionError(f"{path.name} message {message.number}: {problem}") from None
+    return taken
+
+
+def test_flat_values_read_as_the_tree_on_every_shipped_capture(shipped_captures: Path) -> None:
+    assert _agree_on(sorted(shipped_captures.glob("*.pcap"))) > 50
+
+
+def test_flat_values_read_as_the_tree_on_every_third_party_capture(public_captures: Path) -> None:
+    _agree_on(sorted(p for p in public_captures.iterdir() if p.suffix in (".pcap", ".pcapng")))
+
+
+def test_flat_values_read_as_the_tree_on_every_fuzz_regression() -> None:
+    _agree_on(sorted(FUZZ_REGRESSIONS.glob("*.pcap")))
+
+
+def test_a_body_already_kept_as_a_tree_is_read_from_the_tree(shipped_captures: Path) -> None:
+    message = next(m for m in read_messages(shipped_captures / "quorum_story.pcap")
+                   if not m.is_request and m.api_key == 55)
+    assert isinstance(body_fields(message), ValuesBody)
+    message.tree()
+    assert isinstance(body_fields(message), TreeBody)
