@@ -43,7 +43,10 @@ def _assert_same_outputs(data: bytes, kind: str, api_key: int, version: int) -> 
         if values is None:
             return False
         rows = message_rows(data, kind, api_key, version, values)
-        assert rows is not None
+        if rows is None:  # record batches are laid out by the tree only
+            plan = message_plan(api_key, version, kind)
+            assert plan is not None and plan.body.holds_records
+            return False
     tree = dissect_request(data) if kind == "request" else dissect_response(data, api_key, version)
     for wide in (False, True):
         assert render_rows(rows, wide=wide) == render_tree(tree, wide=wide)

@@ -15,6 +15,10 @@ No offsets are stored: fields tile their struct, so offsets follow from the
 sizes, which follow from the values (every length prefix is read minimally
 encoded, or the fast path is not taken).
 
+A `records` field's value is its bytes, as on the interpreter's tree; the
+decoder takes it only when its record batches decode without a note (see
+`check_records`), so nothing the interpreter would say about them is lost.
+
 Runs of fixed-size fields become one `struct` call. Anything unusual (tagged
 fields present, a length past the end, bad UTF-8, a null where the version
 allows none, a presence byte other than 1 or -1, a non-minimal varint, a field
@@ -27,9 +31,11 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from kdissect.decode import records
+from kdissect.decode.records import Entry, LegacyMessage
 from kdissect.decode.schema.plan import FieldPlan, Kind, MessagePlan, StructPlan
 
 StructDecoder = Callable[[bytes, int, int], tuple[dict[str, Any], int]]
@@ -38,7 +44,7 @@ StructDecoder = Callable[[bytes, int, int], tuple[dict[str, Any], int]]
 _BATCH_CODES = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I", "int64": "q",
                 "float64": "d", "bool": "?", "uuid": "16s"}
 _HANDLED = frozenset({Kind.INTEGER, Kind.FLOAT, Kind.BOOL, Kind.UUID, Kind.STRING, Kind.BYTES,
-                      Kind.ARRAY, Kind.STRUCT})
+                      Kind.RECORDS, Kind.ARRAY, Kind.STRUCT})
 _UINT32_MAX = 0xFFFFFFFF
 # Python allows 20 statically nested blocks; deeper structs get a function of their own.
 _MAX_INLINE_INDENT = 12
@@ -83,6 +89,29 @@ def unusual(why: str) -> None:
     raise Unusual(why)
 
 
+def check_records(data: bytes, start: int, end: int) -> None:
+    """Unusual unless the record batches in data[start:end] decode without a single note.
+
+    A `records` field's value is its bytes, on either path; what the fast path
+    must not lose is the interpreter's notes on them (a CRC mismatch, a batch
+    cut short, data that does not decompress), so batches with any go to it.
+    Decoding them here costs the codecs and a pass over each record, not a tree.
+    """
+    if end > len(data):
+        raise Unusual("records past the frame")
+    if not _clean(records.decode_records(data, start, end, max_decompressed=records.MAX_DECOMPRESSED_BYTES)):
+        raise Unusual("record batches with notes")
+
+
+def _clean(entries: Iterable[Entry]) -> bool:
+    for entry in entries:
+        if entry.notes:
+            return False
+        if isinstance(entry, LegacyMessage) and not _clean(entry.inner):
+            return False
+    return True
+
+
 class _ArrayCodecs(dict[int, struct.Struct]):
     """Struct codecs for arrays of one fixed-size type, by element count, made on first use."""
 
@@ -105,6 +134,7 @@ class _Writer:
         self.counter = 0
         self.constants: dict[str, Any] = {
             "uvarint": uvarint, "make_uuid": make_uuid, "unusual": unusual, "Unusual": Unusual,
+            "check_records": check_records,
         }
 
     def emit(self, indent: int, text: str) -> None:
@@ -176,7 +206,7 @@ class _Generator:
         match field.kind:
             case Kind.INTEGER | Kind.FLOAT | Kind.BOOL | Kind.UUID:
                 return self.batch([field], indent)[0][1]
-            case Kind.STRING | Kind.BYTES:
+            case Kind.STRING | Kind.BYTES | Kind.RECORDS:
                 return self.length_prefixed(field, indent)
             case Kind.ARRAY:
                 return self.array(field, indent)
@@ -208,6 +238,8 @@ class _Generator:
         out.emit(indent + 1, f"end = pos + {length}")
         decode = ".decode()" if field.kind is Kind.STRING else ""
         out.emit(indent + 1, f"{name} = data[pos:end]{decode}")
+        if field.kind is Kind.RECORDS:
+            out.emit(indent + 1, "check_records(data, pos, end)")
         out.emit(indent + 1, "pos = end")
         return name
 

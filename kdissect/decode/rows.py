@@ -56,8 +56,10 @@ def uvarint_size(value: int) -> int:
 def message_rows(data: bytes, kind: str, api_key: int, version: int, body: Values) -> Row | None:
     """The whole message's tree as rows, from its body's flat values; None when unavailable."""
     plan = message_plan(api_key, version, kind)
+    if plan is None or plan.body.holds_records:  # record batches are laid out by the tree
+        return None
     header = _header_rows(data, kind, api_key, version)
-    if plan is None or header is None:
+    if header is None:
         return None
     header_row, header_end = header
     meaning = dissector(api_key)

@@ -29,7 +29,7 @@ class ChangeMarker:
         """` changed since #N: ...` for a response that differs from the previous one, else ""."""
         if message.is_request:
             return ""
-        body = body_fields(message, keep=True)  # `-i` reads the same body next
+        body = body_fields(message, keep=True, into_records=False)  # `-i` reads the same body next
         if body is None:
             return ""
         state = _state(scoped_structs(body))

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from kdissect.decode.dissect import message_body
 from kdissect.decode.schema.loader import load_definitions
 from kdissect.decode.schema.model import FieldSpec, MessageSpec
+from kdissect.decode.schema.plan import message_plan
 from kdissect.decode.tree import Node
 from kdissect.decode.values import Values
 from kdissect.dissectors import GeneratedValue
@@ -295,13 +296,21 @@ class BodyFields(Protocol):
     def values(self, path: Path) -> Iterator[Any]: ...
 
 
-def body_fields(message: Message, *, keep: bool = False) -> BodyFields | None:
-    """The body of a message for filtering, decoded now (and kept only with `keep`) unless it was."""
+def body_fields(message: Message, *, keep: bool = False, into_records: bool = True) -> BodyFields | None:
+    """The body of a message for filtering, decoded now (and kept only with `keep`) unless it was.
+
+    `into_records=False` promises that no path asked for lies inside a record batch:
+    then a Produce or Fetch body is read from flat values too, not from its tree.
+    """
     if message.api_key not in body_api_keys():
         return None
     if not message.is_request and message.pair is None:
         return None  # a response is decodable only through its request
-    values = message.fast_values(keep=keep)
+    key, version = message.api_key, message.api_version
+    plan = None if key is None or version is None else message_plan(key, version, message.kind)
+    # Record batches are reachable by name only in the tree (their values are bytes).
+    inside = into_records and plan is not None and plan.body.holds_records
+    values = None if plan is None or inside else message.fast_values(keep=keep)
     if values is not None:
         return ValuesBody(values, _generated(message, values))
     body = message_body(message.tree(keep=keep))

@@ -59,6 +59,18 @@ class StructPlan:
     tagged_about: str
     min_size: int  # fewest bytes an instance can take on the wire
 
+    @property
+    def holds_records(self) -> bool:
+        """Whether a `records` field sits anywhere in this struct (Produce, Fetch...)."""
+        return any(_holds_records(f) for f in self.fields) or any(
+            _holds_records(f) for f in self.tagged.values())
+
+
+def _holds_records(field: FieldPlan) -> bool:
+    while field.element is not None:
+        field = field.element
+    return field.kind is Kind.RECORDS or (field.struct is not None and field.struct.holds_records)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class FieldPlan:
