@@ -44,6 +44,8 @@ them), and are ended when the messages are no longer read.
 
 Only files are read in parallel (a stream, standard input, cannot be read twice), and
 not with a TLS key log (TLS 1.2 session resumption is shared between connections).
+Workers take message definitions from where the parent does (`--schemas`), when
+those can be sent (`portable_definitions`; a jar cannot: then one process reads).
 `default_jobs` picks N: the number of usable cores when the capture files hold at
 least `PARALLEL_BYTES` (below that, starting the workers costs more than they gain),
 1 otherwise.
@@ -55,6 +57,7 @@ import contextlib
 import heapq
 import multiprocessing
 import os
+import pickle
 import signal
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -62,6 +65,7 @@ from multiprocessing.connection import Connection as Pipe
 from operator import itemgetter
 from typing import Any
 
+from kdissect.decode.schema import DefinitionSource, active_sources, set_sources
 from kdissect.ingest.capture import CaptureError, Record
 from kdissect.ingest.connections import KafkaConnections, _server_port
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records
@@ -128,11 +132,13 @@ def read_messages(
     clock: CaptureClock | None = None,
     show_secrets: bool = False,
     prepare: Prepare | None = None,
+    preload: Iterable[str] = (),
 ) -> Iterator[tuple[Message, Any]]:
     """`pipeline.read_messages` on `jobs` worker processes: (message, prepared) pairs.
 
     `prepared` is what `prepare` (a picklable function) returned for the message in
-    its worker, None without one. Raises CaptureError as one process does, and
+    its worker, None without one. `preload` names modules the workers will need
+    anyway (see `worker_context`). Raises CaptureError as one process does, and
     WorkerError when a worker fails.
     """
     if not 1 < jobs <= MAX_JOBS:
@@ -140,8 +146,8 @@ def read_messages(
     paths = [os.fspath(s) for s in sources]  # type: ignore[arg-type]
     options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": max_frame_size,
                "max_held": max_held, "show_secrets": show_secrets,
-               "names": list(names or paths)}
-    team = _Team(paths, jobs, options, prepare)
+               "names": list(names or paths), "definitions": portable_definitions()}
+    team = _Team(paths, jobs, options, prepare, worker_context(prepare, *preload))
     try:
         prepared: dict[int, Any] = {}
         merged = _Merge(team, report, unreadable, clock, prepared)
@@ -152,12 +158,46 @@ def read_messages(
         team.stop()
 
 
+def worker_context(*uses: Any) -> Any:
+    """multiprocessing's `forkserver` context, its server preloading kdissect and `uses`
+    (module names, or functions whose modules), so that a worker starts in milliseconds,
+    from a process without threads; `spawn` where there is no fork server.
+
+    The server starts once per process, with the preloads of its first use. A worker
+    also imports the main module of a script (multiprocessing's rule: a script that
+    starts workers needs the `if __name__ == "__main__":` guard).
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    modules = {"kdissect.parallel", *(use if isinstance(use, str) else getattr(use, "func", use).__module__
+                                      for use in uses if use is not None)}
+    context.set_forkserver_preload(sorted(modules))  # only before the server starts
+    return context
+
+
+def portable_definitions() -> tuple[DefinitionSource, ...] | None:
+    """Where this process takes message definitions from (`--schemas`, `read_pcap(schemas=)`),
+    for the workers; None when that cannot be sent to another process."""
+    sources = active_sources()
+    try:
+        pickle.dumps(sources)
+    except Exception:  # a source inside an open jar: the caller reads in one process
+        return None
+    return sources
+
+
+def use_definitions(sources: tuple[DefinitionSource, ...] | None) -> None:
+    """In a worker: take definitions from where the parent does."""
+    if sources is not None and sources != active_sources():
+        set_sources(sources)
+
+
 class _Team:
     """The worker processes and the parent's end of their pipes."""
 
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
-                 prepare: Prepare | None) -> None:
-        context = multiprocessing.get_context("spawn")
+                 prepare: Prepare | None, context: Any) -> None:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
         for index in range(jobs):
@@ -399,6 +439,7 @@ def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str,
     """A worker process: its share of the capture's connections, as events down `pipe`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     try:
+        use_definitions(options["definitions"])
         _Worker(pipe, index, jobs, options, prepare).run(paths)
     except CaptureError as problem:
         _send(pipe, ("capture_error", str(problem)))
