@@ -217,6 +217,7 @@ class _Team:
             try:
                 kind, payload = pipe.recv()
             except (EOFError, OSError):
+                self.processes[index].join(timeout=5)
                 code = self.processes[index].exitcode
                 raise WorkerError(f"worker {index} ended without finishing its share "
                                   f"(exit code {code})") from None
