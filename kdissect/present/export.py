@@ -109,6 +109,8 @@ def _export_one(args: argparse.Namespace, path: str, target: Path, keep: Callabl
             files = capture.export(target, args.format)
         for written in files:
             print(f"{written}")
+    except BrokenPipeError:
+        raise  # the listing of files written was cut (`| head`): the command's to handle
     except OSError as exc:
         warn(f"--export {target}: {exc.strerror or exc}")
         return None
