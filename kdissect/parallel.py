@@ -36,7 +36,8 @@ message; the command uses it for the `-V` tree and the JSON tree, which depend o
 nothing global.
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
-(`BATCH_EVENTS`); the pipes make a worker wait while the parent is behind. A worker
+(`BATCH_EVENTS`); the parent reads at most `AHEAD_BATCHES` batches of a worker ahead
+of the merge, then the pipe makes the worker wait. A worker
 that fails sends its error and the parent raises `WorkerError`; one that dies
 silently is found at the end of its pipe; both stop the other workers. Workers are
 started with multiprocessing's `spawn` context, ignore Ctrl-C (the parent stops
@@ -58,8 +59,10 @@ import heapq
 import multiprocessing
 import os
 import pickle
+import queue
 import signal
 import sys
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -90,6 +93,7 @@ from kdissect.pipeline import CaptureClock, Report
 PARALLEL_BYTES = 16 * 1024 * 1024  # capture bytes from which the default is every core
 MAX_JOBS = CLOSED_BUCKETS  # a share is a set of buckets
 BATCH_EVENTS = 256  # events a worker sends at once
+AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
 END = 1 << 62  # the packet number of what happens after the last packet
 
 Prepare = Callable[[Message], Any]
@@ -215,14 +219,37 @@ class _Team:
             self.pipes.append(receiver)
             self.processes.append(process)
         self.summaries: list[dict[str, Any]] = [{} for _ in range(jobs)]
+        # A reader thread per worker keeps its pipe drained, a few batches ahead of the merge,
+        # so that a worker seldom waits for a parent the machine's other work holds up.
+        self.ahead = [queue.Queue[tuple[str, Any]](AHEAD_BATCHES) for _ in range(jobs)]
+        self.stopping = threading.Event()
+        self.readers = [threading.Thread(target=self._read, args=(index,), daemon=True,
+                                         name=f"kdissect-reader-{index}") for index in range(jobs)]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, index: int) -> None:
+        pipe, ahead = self.pipes[index], self.ahead[index]
+        while not self.stopping.is_set():
+            try:
+                item = pipe.recv()
+            except (EOFError, OSError):
+                item = ("gone", None)
+            while not self.stopping.is_set():
+                try:
+                    ahead.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if item[0] != "events":
+                return
 
     def events(self, index: int) -> Iterator[tuple[Key, int, str, Any]]:
         """One worker's events, in its order; its summary is kept when it ends."""
-        pipe = self.pipes[index]
+        ahead = self.ahead[index]
         while True:
-            try:
-                kind, payload = pipe.recv()
-            except (EOFError, OSError):
+            kind, payload = ahead.get()
+            if kind == "gone":
                 self.processes[index].join(timeout=5)
                 code = self.processes[index].exitcode
                 raise WorkerError(f"worker {index} ended without finishing its share "
@@ -239,6 +266,7 @@ class _Team:
                 raise WorkerError(f"worker {index} failed: {payload}")
 
     def stop(self) -> None:
+        self.stopping.set()
         for process in self.processes:
             if process.is_alive():
                 process.terminate()
@@ -247,6 +275,8 @@ class _Team:
             if process.is_alive():
                 process.kill()
                 process.join()
+        for reader in self.readers:  # a dead worker's pipe ends: its reader stops
+            reader.join(timeout=5)
         for pipe in self.pipes:
             pipe.close()
 

@@ -171,7 +171,7 @@ class Capture:
 
             if self._workers is None:
                 self._workers = TableJobs(self.jobs)
-            frame = self._workers.build(name, self.message_list, feeds or _every, dict(dtypes))
+            frame = self._workers.build(name, self.message_list, feeds or _every, dict(dtypes), table_of)
             if frame is not None:
                 return frame
         return build()
@@ -297,6 +297,11 @@ class Capture:
 
 def _every(_message: Message) -> bool:
     return True
+
+
+def table_of(messages: list[Message], name: str) -> pd.DataFrame:
+    """Table `name` over `messages` in this process (what a table worker runs)."""
+    return Capture(messages).table(name)
 
 
 # -- generic tables -----------------------------------------------------------

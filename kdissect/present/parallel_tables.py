@@ -30,10 +30,11 @@ from kdissect.ingest.framing import Connection, Direction, Frame
 from kdissect.pair.message import Message
 from kdissect.parallel import WorkerError, portable_definitions, use_definitions, worker_context
 
-PARALLEL_MESSAGES = 2000  # messages feeding a table from which it is built on the workers
+PARALLEL_MESSAGES = 20_000  # messages feeding a table from which it is built on the workers
 RUNS_PER_JOB = 2  # runs of messages per worker process, to even out their cost
 
 State = tuple[Any, ...]
+Builder = Callable[[list[Message], str], pd.DataFrame]
 
 
 class TableJobs:
@@ -43,8 +44,9 @@ class TableJobs:
         self.jobs = jobs
 
     def build(self, name: str, messages: list[Message], feeds: Callable[[Message], bool],
-              dtypes: dict[str, str]) -> pd.DataFrame | None:
-        """Table `name` over `messages` on the workers; None when it is not worth it."""
+              dtypes: dict[str, str], builder: Builder) -> pd.DataFrame | None:
+        """Table `name` over `messages` on the workers, each run made into the table by
+        `builder` (a module-level function, sent by name); None when it is not worth it."""
         feeding = [message for message in messages if feeds(message)]
         if not feeding or len(feeding) < PARALLEL_MESSAGES:
             return None
@@ -52,8 +54,8 @@ class TableJobs:
         definitions = portable_definitions()
         pool = _pool(self.jobs)
         try:
-            parts = list(pool.map(table_part, [name] * len(runs), [_states(run) for run in runs],
-                                  [definitions] * len(runs)))
+            parts = list(pool.map(table_part, [builder] * len(runs), [name] * len(runs),
+                                  [_states(run) for run in runs], [definitions] * len(runs)))
         except BrokenProcessPool:
             _POOLS.pop(self.jobs, None)
             raise WorkerError(f"a worker process building table {name!r} died") from None
@@ -96,11 +98,9 @@ def _state(message: Message) -> State:
             message._tree is not None)
 
 
-def table_part(name: str, states: tuple[list[State], list[State]],
+def table_part(builder: Builder, name: str, states: tuple[list[State], list[State]],
                definitions: tuple[DefinitionSource, ...] | None) -> pd.DataFrame:
     """In a worker: table `name` over one run of messages."""
-    from kdissect.present.analysis import Capture
-
     use_definitions(definitions)
     run, context = states
     connections: dict[tuple[Any, ...], Connection] = {}
@@ -113,7 +113,7 @@ def table_part(name: str, states: tuple[list[State], list[State]],
     for state in run:
         if state[20]:
             built[state[0]].tree()  # kept in the parent: its notes show in `messages`
-    return Capture(messages).table(name)
+    return builder(messages, name)
 
 
 def _message(state: State, connections: dict[tuple[Any, ...], Connection]) -> Message:
