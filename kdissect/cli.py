@@ -39,6 +39,7 @@ examples:
   kdissect --interval 10s capture.pcap       requests, errors and p99 latency per 10 s
   kdissect --top 10 capture.pcap             the ten slowest exchanges
   kdissect --export out/ --format parquet capture.pcap
+  kdissect -V --jobs 2 big.pcap              two worker processes, the same output as one
   tcpdump -i any -U -w - port 9092 | kdissect -     live, streaming
   kdissect --findings capture.pcap           what went wrong, ranked (-T jsonl for tools)
   kdissect report capture.pcap -o out.html   one self-contained page: findings, charts, packets
@@ -123,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         "same as with one (default: every core for captures of 16 MiB or more, else 1; "
         "standard input and --tls-keylog are read in one process)")
     add("--export", metavar="DIR", help="write the analysis tables of the messages -Y, --api "
-        "and -c select to DIR instead of listing them")
+        "and -c select to DIR instead of listing them (Parquet: one dataset partitioned by "
+        "table and capture file, DIR/messages/capture=NAME/part.0.parquet)")
     add("--format", choices=("parquet", "csv"), default="parquet", help="format for --export")
     add("--tls-keylog", action="append", metavar="FILE",
         help="decrypt TLS with the session keys of an NSS key log (SSLKEYLOGFILE); repeatable")
