@@ -37,15 +37,25 @@ sys.path.insert(0, str(HERE))
 from make_capture import build  # noqa: E402
 
 TABLES_SCRIPT = """
-import sys
+import contextlib, io, re, sys, time
 from kdissect import read_pcap
+from kdissect.present import parallel_tables
 from kdissect.present.tables import TABLES
 
 def main():
-    capture = read_pcap(sys.argv[1], jobs=int(sys.argv[2]))
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):  # the reading workers' CPU seconds (KDISSECT_JOBS_CPU)
+        capture = read_pcap(sys.argv[1], jobs=int(sys.argv[2]))
     names = capture.table_names() if sys.argv[3] == "all" else list(TABLES)
     rows = sum(len(capture.table(name)) for name in names)
     print(len(capture), rows)
+    found = re.search(r"workers ([\\d., ]+)", said.getvalue())
+    readers = [float(w) for w in found.group(1).split(",")] if found else []
+    tables = sorted(parallel_tables.WORKER_CPU.values())
+    workers = [sum(pair) for pair in zip(readers, tables + [0.0] * len(readers))] or tables
+    if workers:
+        print("CPU seconds: parent %.2f, workers %s" % (
+            time.process_time(), ", ".join("%.2f" % w for w in workers)), file=sys.stderr)
 
 if __name__ == "__main__":
     main()
@@ -72,7 +82,7 @@ def timed(command: list[str]) -> tuple[float, str, list[float]]:
         cpu = [float(found.group(1)), *(float(w) for w in found.group(2).split(","))]
     else:
         cpu = [after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime]
-    return seconds, (run.stdout or "").strip(), cpu
+    return seconds, (run.stdout or "").strip().splitlines()[0] if run.stdout else "", cpu
 
 
 def best(command: list[str], repeat: int) -> tuple[float, str, list[float]]:
@@ -137,7 +147,7 @@ def main() -> None:
             if len(cpu_many) > 1:  # the workers said what they used
                 spent = ", ".join(f"{c:.2f}" for c in cpu_many)
                 bound = f"{idle_bound(cpu_one, cores) / idle_bound(cpu_many, cores):.2f}x"
-            else:  # the table workers of a pool do not report their CPU time
+            else:
                 spent, bound = "", ""
             print(f"| {label} | {one:.2f} | {many:.2f} | {one / many:.2f}x | {sum(cpu_one):.2f} "
                   f"| {spent} | {bound} |", flush=True)

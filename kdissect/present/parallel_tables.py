@@ -18,6 +18,8 @@ it saves.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -54,14 +56,17 @@ class TableJobs:
         definitions = portable_definitions()
         pool = _pool(self.jobs)
         try:
-            parts = list(pool.map(table_part, [builder] * len(runs), [name] * len(runs),
-                                  [_states(run) for run in runs], [definitions] * len(runs)))
+            done = list(pool.map(table_part, [builder] * len(runs), [name] * len(runs),
+                                 [_states(run) for run in runs], [definitions] * len(runs)))
         except BrokenProcessPool:
             _POOLS.pop(self.jobs, None)
             raise WorkerError(f"a worker process building table {name!r} died") from None
-        return concatenated(parts, dtypes, appearance=name == "fields")
+        for _part, pid, seconds in done:
+            WORKER_CPU[pid] = WORKER_CPU.get(pid, 0.0) + seconds
+        return concatenated([part for part, _pid, _seconds in done], dtypes, appearance=name == "fields")
 
 
+WORKER_CPU: dict[int, float] = {}  # CPU seconds each table worker spent on tables, by process id
 _POOLS: dict[int, ProcessPoolExecutor] = {}  # by size: started once, for every capture
 
 
@@ -99,8 +104,10 @@ def _state(message: Message) -> State:
 
 
 def table_part(builder: Builder, name: str, states: tuple[list[State], list[State]],
-               definitions: tuple[DefinitionSource, ...] | None) -> pd.DataFrame:
-    """In a worker: table `name` over one run of messages."""
+               definitions: tuple[DefinitionSource, ...] | None) -> tuple[pd.DataFrame, int, float]:
+    """In a worker: table `name` over one run of messages, this process's id and the CPU
+    seconds it took."""
+    started = time.process_time()
     use_definitions(definitions)
     run, context = states
     connections: dict[tuple[Any, ...], Connection] = {}
@@ -113,7 +120,7 @@ def table_part(builder: Builder, name: str, states: tuple[list[State], list[Stat
     for state in run:
         if state[20]:
             built[state[0]].tree()  # kept in the parent: its notes show in `messages`
-    return builder(messages, name)
+    return builder(messages, name), os.getpid(), time.process_time() - started
 
 
 def _message(state: State, connections: dict[tuple[Any, ...], Connection]) -> Message:
