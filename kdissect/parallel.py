@@ -37,11 +37,15 @@ nothing global.
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
 (`BATCH_EVENTS`); the parent reads at most `AHEAD_BATCHES` batches of a worker ahead
-of the merge, then the pipe makes the worker wait. A worker
-that fails sends its error and the parent raises `WorkerError`; one that dies
-silently is found at the end of its pipe; both stop the other workers. Workers are
-started with multiprocessing's `spawn` context, ignore Ctrl-C (the parent stops
-them), and are ended when the messages are no longer read.
+of the merge, then the pipe makes the worker wait. A worker that fails sends its
+error and the parent raises `WorkerError`; one that dies silently is found at the end
+of its pipe; both stop the other workers. Workers come from multiprocessing's
+`forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
+when the messages are no longer read.
+
+One bound is kept per process rather than per capture: SASL state is remembered for
+65,536 connections (`ingest.sasl`) in each worker, so beyond that many SASL
+connections open at once the workers remember more than one process would.
 
 Only files are read in parallel (a stream, standard input, cannot be read twice), and
 not with a TLS key log (TLS 1.2 session resumption is shared between connections).
@@ -119,9 +123,10 @@ def default_jobs(sources: Sequence[CaptureSource]) -> int:
 
 
 def parallel_readable(sources: Sequence[CaptureSource]) -> bool:
-    """Whether every source is a file that workers can open themselves."""
+    """Whether workers can read these sources: files they open themselves, and message
+    definitions they can be given (see `portable_definitions`)."""
     return bool(sources) and all(isinstance(s, str | os.PathLike) and os.fspath(s) != "-"
-                                 for s in sources)
+                                 for s in sources) and portable_definitions() is not None
 
 
 def read_messages(

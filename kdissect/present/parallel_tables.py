@@ -50,10 +50,10 @@ class TableJobs:
         """Table `name` over `messages` on the workers, each run made into the table by
         `builder` (a module-level function, sent by name); None when it is not worth it."""
         feeding = [message for message in messages if feeds(message)]
-        if not feeding or len(feeding) < PARALLEL_MESSAGES:
+        definitions = portable_definitions()
+        if not feeding or len(feeding) < PARALLEL_MESSAGES or definitions is None:
             return None
         runs = _runs(feeding, self.jobs * RUNS_PER_JOB)
-        definitions = portable_definitions()
         pool = _pool(self.jobs)
         try:
             done = list(pool.map(table_part, [builder] * len(runs), [name] * len(runs),
