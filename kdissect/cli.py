@@ -328,8 +328,7 @@ def _jobs(paths: list[str], args: argparse.Namespace) -> int:
 def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
                        prepare: Prepare | None, jobs: int) -> Iterator[tuple[Message, Any] | None]:
     """`_messages` on `jobs` worker processes (files that cannot be opened are left out first)."""
-    from kdissect.parallel import WorkerError
-    from kdissect.parallel import read_messages as read_in_parallel
+    from kdissect.parallel import read_messages as read_in_parallel  # a WorkerError is internal
 
     readable = []
     for path in paths:
@@ -356,9 +355,6 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
                                     show_secrets=args.show_secrets, prepare=prepare)
     except CaptureError as exc:
         _warn(f"{readable[0]}: {exc}")
-        yield None
-    except WorkerError as exc:
-        _warn(str(exc))
         yield None
     finally:
         problems.close()
