@@ -154,6 +154,21 @@ def test_a_table_keeps_the_notes_of_trees_built_before(monkeypatch: pytest.Monke
     pd.testing.assert_frame_equal(two.messages, one.messages)
 
 
+def test_workers_decode_with_the_definitions_the_command_was_given(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from kdissect.decode.schema import configure_definitions
+
+    own = Path(parallel.__file__).parent / "decode" / "schema" / "definitions"
+    text = (own / "DescribeQuorumRequest.json").read_text(encoding="utf-8")
+    (tmp_path / "DescribeQuorumRequest.json").write_text(
+        text.replace("The topics to describe.", "Topics, as the operator's files say."), encoding="utf-8")
+    try:
+        out = same_output(capsys, "--schemas", str(tmp_path), "-V", str(CAPTURES / "quorum_story.pcap"))
+    finally:
+        configure_definitions()  # this process's definitions as they were
+    assert "Topics, as the operator's files say." in out
+
+
 def explode(message: Message) -> None:
     raise ValueError(f"cannot prepare message {message.number}")
 
