@@ -8,12 +8,13 @@ partitions back into one pandas frame, which is what a scaling model needs:
 
     time(N machines) ~ partitions / (N * per-worker throughput) + merge
 
-    python benchmarks/bench_dask.py --files 8 --size-mb 5
+    python benchmarks/bench_dask.py --files 8 --size-mb 12.5
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -24,7 +25,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from make_capture import build  # noqa: E402
 
-TABLES = ("messages", "exchanges", "quorum_replicas", "producers", "topic_partitions")
+TABLES = ("messages", "exchanges", "topic_partitions", "producers", "quorum", "quorum_replicas",
+          "quorum_nodes")
 
 
 def compute_on(workers: int, paths: list[str]) -> tuple[float, float, int]:
@@ -46,11 +48,15 @@ def compute_on(workers: int, paths: list[str]) -> tuple[float, float, int]:
     return finished - started, finished - computed, sum(len(frame) for frame in frames)
 
 
+def load() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--size-mb", type=float, default=5.0)
+    parser.add_argument("--size-mb", type=float, default=12.5, help="per file (8 x 12.5 MB = 100 MB)")
     parser.add_argument("--mix", default="mixed")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
@@ -60,9 +66,13 @@ def main() -> None:
             build(path, args.size_mb, args.mix)
             paths.append(str(path))
         total_mb = sum(Path(p).stat().st_size for p in paths) / 1e6
+        before = load()
         results = {workers: compute_on(workers, paths) for workers in (1, 2)}
-    (one, _, rows), (two, _, _) = results[1], results[2]
-    print(f"{args.files} captures, {total_mb:.1f} MB, {rows} table rows ({', '.join(TABLES)})")
+    (one, _, rows), (two, _, rows_two) = results[1], results[2]
+    if rows != rows_two:
+        raise SystemExit(f"{rows} rows with one worker, {rows_two} with two")
+    print(f"{args.files} captures, {total_mb:.1f} MB, {rows} table rows ({', '.join(TABLES)}); "
+          f"load average before: {before}, after: {load()}")
     print("| workers | seconds | MB/s per worker | merge s |")
     print("|---:|---:|---:|---:|")
     for workers, (seconds, merge, _) in results.items():

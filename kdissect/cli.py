@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from kdissect import __version__
 from kdissect.decode.tree import printable
@@ -20,6 +21,7 @@ from kdissect.pipeline import CaptureClock, read_messages
 from kdissect.present.filter import FilterError, api_keys, selector
 from kdissect.present.progress import Progress
 
+Prepare = Callable[[Message], Any]
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 MAX_CAPTURE_NOTES = 20  # capture-level problems shown per file before summarising
 
@@ -37,6 +39,7 @@ examples:
   kdissect --interval 10s capture.pcap       requests, errors and p99 latency per 10 s
   kdissect --top 10 capture.pcap             the ten slowest exchanges
   kdissect --export out/ --format parquet capture.pcap
+  kdissect -V --jobs 2 big.pcap              two worker processes, the same output as one
   tcpdump -i any -U -w - port 9092 | kdissect -     live, streaming
   kdissect --findings capture.pcap           what went wrong, ranked (-T jsonl for tools)
   kdissect report capture.pcap -o out.html   one self-contained page: findings, charts, packets
@@ -117,8 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(10s, 500ms, 1m) instead of the message list, like tshark -z io,stat")
     add("--top", type=_positive, metavar="N",
         help="print the N slowest exchanges, one line each (latency, API, client, error)")
+    add("-j", "--jobs", type=_positive, metavar="N",
+        help="worker processes, each following a share of the connections; the output is the "
+        "same as with one (default: every core for captures of 16 MiB or more, else 1; "
+        "standard input and --tls-keylog are read in one process)")
     add("--export", metavar="DIR", help="write the analysis tables of the messages -Y, --api "
-        "and -c select to DIR instead of listing them")
+        "and -c select to DIR instead of listing them (Parquet: one dataset partitioned by "
+        "table and capture file, DIR/messages/capture=NAME/part.0.parquet)")
     add("--format", choices=("parquet", "csv"), default="parquet", help="format for --export")
     add("--tls-keylog", action="append", metavar="FILE",
         help="decrypt TLS with the session keys of an NSS key log (SSLKEYLOGFILE); repeatable")
@@ -245,14 +253,15 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     for paths in groups:
         clock = CaptureClock()
         sink.begin(clock)
-        for message in _messages(paths, args, clock):
-            if message is None:
+        for found in _messages(paths, args, clock, sink.prepare):
+            if found is None:
                 status = EXIT_USAGE
                 continue
+            message, prepared = found
             sink.see(message)
             if not keep(message):
                 continue
-            sink.write(message)
+            sink.write(message, prepared)
             shown += 1
             if args.count and shown >= args.count:
                 sink.close()
@@ -261,13 +270,18 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     return status
 
 
-def _messages(paths: list[str], args: argparse.Namespace,
-              clock: CaptureClock) -> Iterator[Message | None]:
-    """The messages of the captures in `paths`, read as one capture merged by packet time.
+def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
+              prepare: Prepare | None = None) -> Iterator[tuple[Message, Any] | None]:
+    """The messages of the captures in `paths`, read as one capture merged by packet time,
+    each with what `prepare` made of it (on a worker process with --jobs), else None.
 
     A None is yielded for each file that could not be read (after its one-line
     message); the other files are still read.
     """
+    jobs = _jobs(paths, args)
+    if jobs > 1:
+        yield from _parallel_messages(paths, args, clock, prepare, jobs)
+        return
     opened = [(path, _open_capture(path)) for path in paths]
     readable = [(path, stream) for path, stream in opened if stream is not None]
     for _ in range(len(opened) - len(readable)):
@@ -284,10 +298,11 @@ def _messages(paths: list[str], args: argparse.Namespace,
         failed.append(index)
 
     try:
-        yield from read_messages([p.reader for p in progress], ports=[*DEFAULT_PORTS, *args.port],
-                                 detect=not args.no_detect, max_frame_size=args.max_frame_size,
-                                 report=problems, unreadable=unreadable, names=names, clock=clock,
-                                 tls_keylog=args.tls_keylog, show_secrets=args.show_secrets)
+        for message in read_messages([p.reader for p in progress], ports=[*DEFAULT_PORTS, *args.port],
+                                     detect=not args.no_detect, max_frame_size=args.max_frame_size,
+                                     report=problems, unreadable=unreadable, names=names, clock=clock,
+                                     tls_keylog=args.tls_keylog, show_secrets=args.show_secrets):
+            yield message, None
     except CaptureError as exc:
         _warn(f"{names[0]}: {exc}")
         yield None
@@ -299,6 +314,52 @@ def _messages(paths: list[str], args: argparse.Namespace,
             if stream is not sys.stdin.buffer:
                 stream.close()
     for _ in failed:
+        yield None
+
+
+def _jobs(paths: list[str], args: argparse.Namespace) -> int:
+    """How many worker processes read `paths`: 1 for standard input and TLS key logs."""
+    from kdissect.parallel import MAX_JOBS, default_jobs, parallel_readable
+
+    if args.tls_keylog or not parallel_readable(paths):
+        return 1
+    return min(args.jobs, MAX_JOBS) if args.jobs else default_jobs(paths)
+
+
+def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
+                       prepare: Prepare | None, jobs: int) -> Iterator[tuple[Message, Any] | None]:
+    """`_messages` on `jobs` worker processes (files that cannot be opened are left out first)."""
+    from kdissect.parallel import read_messages as read_in_parallel  # a WorkerError is internal
+
+    readable = []
+    for path in paths:
+        stream = _open_capture(path)
+        if stream is None:
+            yield None
+            continue
+        stream.close()
+        readable.append(path)
+    if not readable:
+        return
+    problems = _ProblemReporter(readable[0] if len(readable) == 1 else "")
+    failed = 0
+
+    def unreadable(index: int, problem: CaptureError) -> None:
+        nonlocal failed
+        _warn(f"{readable[index]}: {problem}")
+        failed += 1
+
+    try:
+        yield from read_in_parallel(readable, jobs, ports=[*DEFAULT_PORTS, *args.port],
+                                    detect=not args.no_detect, max_frame_size=args.max_frame_size,
+                                    report=problems, unreadable=unreadable, clock=clock,
+                                    show_secrets=args.show_secrets, prepare=prepare)
+    except CaptureError as exc:
+        _warn(f"{readable[0]}: {exc}")
+        yield None
+    finally:
+        problems.close()
+    for _ in range(failed):
         yield None
 
 
@@ -356,13 +417,15 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
 
 
 class _Sink:
+    prepare: Prepare | None = None  # what a worker process computes of each message (--jobs)
+
     def begin(self, clock: CaptureClock) -> None:
         """A capture starts; its first packet's time is known once its first message is."""
 
     def see(self, message: Message) -> None:
         """Every message goes by here, shown or not (before -Y, --api and -c decide)."""
 
-    def write(self, message: Message) -> None:
+    def write(self, message: Message, prepared: Any = None) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -382,6 +445,8 @@ class _TextSink(_Sink):
         self.previous: int | None = None  # the time (ns) of the previous message shown
         self.changes = ChangeMarker() if args.info else None
         self.marks: tuple[Message | None, str] = (None, "")
+        if args.verbose:
+            self.prepare = functools.partial(tree_text, wide=args.wide)
 
     def begin(self, clock: CaptureClock) -> None:
         self.clock = clock
@@ -390,7 +455,7 @@ class _TextSink(_Sink):
         if self.changes is not None:  # against the previous response, shown or not
             self.marks = (message, self.changes.marks(message))
 
-    def write(self, message: Message) -> None:
+    def write(self, message: Message, prepared: Any = None) -> None:
         line = self.summary_line(message, body_info=self.args.info, when=self._when(message),
                                  frame_number=self.args.frames)
         if self.marks[0] is message:
@@ -402,7 +467,8 @@ class _TextSink(_Sink):
             return
         lines = [line]
         if self.args.verbose:
-            lines.append(self.render_message(message, wide=self.args.wide))
+            lines.append(self.render_message(message, wide=self.args.wide) if prepared is None
+                         else prepared)
         if self.args.hex:
             lines.append(self.hexdump(message.frame.data))
         lines.append("")
@@ -439,9 +505,13 @@ class _JsonSink(_Sink):
 
         self.out, self.array, self.about, self.first = out, array, about, True
         self.message_json = message_json
+        self.prepare = functools.partial(tree_json, about=about)
 
-    def write(self, message: Message) -> None:
-        text = self.message_json(message, about=self.about)
+    def write(self, message: Message, prepared: Any = None) -> None:
+        if prepared is None:
+            text = self.message_json(message, about=self.about)
+        else:
+            text = message_json_with_tree(message, prepared)
         if self.array:
             text = ("[\n" if self.first else ",\n") + text
         else:
@@ -469,7 +539,7 @@ class _StatsSink(_Sink):
     def begin(self, clock: CaptureClock) -> None:
         self.clocks.append(clock)
 
-    def write(self, message: Message) -> None:
+    def write(self, message: Message, prepared: Any = None) -> None:
         if self.statistics.start is None and self.clocks:
             self.statistics.begin(self.clocks[0].start)
         self.statistics.add(message)
@@ -484,6 +554,55 @@ class _StatsSink(_Sink):
                      or (k == "slowest" and self.args.top)}
         sys.stdout.write(json.dumps(found, ensure_ascii=True, allow_nan=False,
                                     indent=2 if self.args.output == "json" else None) + "\n")
+
+
+# What worker processes compute of each message for --jobs: the parts of the output that
+# depend on the message alone (its own bytes and its pair on its connection).
+
+
+def tree_text(message: Message, *, wide: bool) -> str:
+    """`-V`'s tree of one message (computed where the message was read)."""
+    from kdissect.present.text import render_message
+
+    return render_message(message, wide=wide)
+
+
+def tree_json(message: Message, *, about: bool) -> str:
+    """The JSON of one message's tree, ASCII, as `message_json` writes it under "tree"."""
+    import orjson
+
+    from kdissect.present.records import rows_record, tree_record
+
+    rows = message.rows()
+    tree = tree_record(message.tree(), about=about) if rows is None else rows_record(rows, about=about)
+    return _ascii(orjson.dumps(tree).decode())
+
+
+def message_json_with_tree(message: Message, tree: str) -> str:
+    """`message_json(message)` with its tree's JSON made elsewhere (`tree_json`)."""
+    import orjson
+
+    from kdissect.present.records import message_record
+
+    record = message_record(message)
+    time, record["time"] = record["time"], 0
+    text: str = orjson.dumps(record).decode()
+    text = text.replace('"time":0', f'"time":{time.exact()}', 1)
+    return _ascii(text[:-1]) + ',"tree":' + tree + "}"
+
+
+def _ascii(text: str) -> str:
+    """JSON text with every non-ASCII character written as \\u escapes (UTF-16 pairs beyond)."""
+    if text.isascii():
+        return text
+    return "".join(char if char.isascii() else _escaped(ord(char)) for char in text)
+
+
+def _escaped(code: int) -> str:
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
 
 
 def _silence_stdout() -> None:

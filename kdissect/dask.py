@@ -37,6 +37,7 @@ import dask.dataframe as dd
 import pandas as pd
 
 from kdissect.present.analysis import Capture, capture_paths, read_pcap
+from kdissect.present.export import write_partitions
 
 Partition = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -90,22 +91,19 @@ def to_parquet(tables: Mapping[str, dd.DataFrame], directory: str | os.PathLike[
 
     The layout is Hive's (`messages/capture=broker1.pcap/part.0.parquet`), which DuckDB
     (`read_parquet('dataset/messages/*/*.parquet', hive_partitioning=true)`), Spark and
-    Polars read directly. `capture` is the file name of each row's `file` (a path's
-    slashes cannot stand in a directory name); `file` keeps the whole path.
+    Polars read directly, and the same as `kdissect --export` writes. `capture` is the file
+    name of each row's `file` (a path's slashes cannot stand in a directory name); `file`
+    keeps the whole path. Each partition is written where it is computed.
     """
     target = Path(directory)
-    written = []
+    written, writes = [], []
     for name, frame in tables.items():
         out = target / name
-        with_capture = frame.assign(capture=frame["file"].astype(str).map(
-            _capture_name, meta=("capture", "string")))
-        with_capture.to_parquet(out, partition_on=["capture"], write_index=False)
+        writes += [dask.delayed(write_partitions, pure=False)(part, out, index)
+                   for index, part in enumerate(frame.to_delayed())]
         written.append(out)
+    dask.compute(*writes)
     return written
-
-
-def _capture_name(path: str) -> str:
-    return os.path.basename(path) or path
 
 
 def files_of(pattern: str) -> list[str]:

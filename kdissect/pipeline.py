@@ -135,13 +135,15 @@ def frames_from_records(records: Iterable[Record], *, ports: Iterable[int] = DEF
                              tls_keys=tls_keys)
     tracker = ConnectionTracker(kafka.open, HoldLimits(max_held=max_held))
     out = kafka.out
-    segment = tracker.segment
+    segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
     for number, timestamp, linktype, data, original_length in records:
         raw = decode_tcp(linktype, data, original_length)
         if raw is None:
             kafka.not_tcp(linktype)
-            continue
-        segment(number, timestamp, raw)
+        else:
+            segment(number, timestamp, raw)
+        if ending and timestamp - ending[0][0] > grace:  # every packet moves capture time on
+            tracker.tick(timestamp)
         if out:
             yield from out
             out.clear()

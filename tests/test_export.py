@@ -49,9 +49,13 @@ def in_memory(shipped_captures: Path) -> dict[str, Capture]:
 def parquet_dir(shipped_captures: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("parquet")
     printed = run_export(shipped_captures, target, "parquet")
-    assert printed == [str(target / name / f"{table}.parquet")
-                       for name in CAPTURES for table in TABLES]
+    assert printed == [str(parquet_file(target, name, table)) for name in CAPTURES for table in TABLES]
     return target
+
+
+def parquet_file(dataset: Path, name: str, table: str) -> Path:
+    """Where `--export` writes a capture's table: Hive partitions by table and capture file."""
+    return dataset / table / f"capture={name}.pcap" / f"part.{CAPTURES.index(name)}.parquet"
 
 
 @pytest.fixture(scope="module")
@@ -90,19 +94,31 @@ def from_parquet(path: Path, expected: pd.DataFrame) -> pd.DataFrame:
 def test_parquet_export_reads_back_equal_to_the_table_in_memory(
         parquet_dir: Path, in_memory: dict[str, Capture], name: str, table: str) -> None:
     expected = in_memory[name].tables()[table]
-    found = from_parquet(parquet_dir / name / f"{table}.parquet", expected)
+    found = from_parquet(parquet_file(parquet_dir, name, table), expected)
     pd.testing.assert_frame_equal(found, expected, check_exact=True)
 
 
 def test_parquet_keeps_real_dtypes_without_help(parquet_dir: Path) -> None:
     """The dtypes that matter survive as they are: no normalisation needed for these."""
-    replicas = pd.read_parquet(parquet_dir / "quorum_story" / "quorum_replicas.parquet")
+    replicas = pd.read_parquet(parquet_file(parquet_dir, "quorum_story", "quorum_replicas"))
     assert str(replicas.last_fetch_timestamp.dtype.tz) == "UTC"
     assert isinstance(replicas.role.dtype, pd.CategoricalDtype)
     assert replicas.lag.dtype == "Int64" and replicas.last_fetch_timestamp.isna().any()
-    producers = pd.read_parquet(parquet_dir / "producers_story" / "producers.parquet")
+    producers = pd.read_parquet(parquet_file(parquet_dir, "producers_story", "producers"))
     assert producers.current_txn_start_offset.dtype == "Int64"
     assert isinstance(producers.error_message.dtype, pd.StringDtype)
+
+
+def test_the_parquet_export_is_one_dataset_duckdb_reads_by_table_and_capture(
+        parquet_dir: Path, in_memory: dict[str, Capture]) -> None:
+    import duckdb
+
+    for table in TABLES:
+        rows = duckdb.sql(
+            f"select capture, count(*) from read_parquet('{parquet_dir}/{table}/*/*.parquet', "
+            "hive_partitioning=true, union_by_name=true) group by capture order by capture").fetchall()
+        expected = sorted((f"{name}.pcap", len(in_memory[name].table(table))) for name in CAPTURES)
+        assert rows == [row for row in expected if row[1]], table
 
 
 # -- CSV ----------------------------------------------------------------------------------

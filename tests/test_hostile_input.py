@@ -122,7 +122,8 @@ def test_strings_from_the_wire_are_never_executed_or_used_as_paths(tmp_path: Pat
               "quorum_replicas", "quorum_nodes", "produce", "fetch", "groups", "errors"}
     assert {str(p.relative_to(work)) for p in work.rglob("*")} == {
         "hostile.pcap", "csv", "parquet", *(f"csv/{t}.csv" for t in tables),
-        *(f"parquet/{t}.parquet" for t in tables)}
+        *(f"parquet/{t}{part}" for t in tables
+          for part in ("", "/capture=hostile.pcap", "/capture=hostile.pcap/part.0.parquet"))}
     assert not [p for p in tmp_path.parent.rglob("pwned*")]  # nothing ran, nothing was written
     for text in outputs:
         assert all(line.isprintable() for line in text.splitlines())

@@ -31,7 +31,11 @@ later into retransmissions.
 4-tuple that already carried data opens a new one), FIN from both sides or a
 RST closes it; a connection first seen in the middle (no SYN) starts at its
 first data byte. Closed connections are released at once, so memory follows
-the number of open connections only.
+the number of open connections only. What one connection does never depends on
+the others but through capture time (`tick`, every packet moves it on), and
+connections close in an order their own packets fix: this lets several
+processes each follow a share of the connections and give exactly the events
+one process would (`kdissect.parallel`).
 
 The consumer of the events is a `ConnectionHandler`, which gives a `StreamSink`
 per direction; sinks can be chained (a decrypting layer between reassembly and
@@ -41,6 +45,7 @@ framing is just another sink). Timestamps are integer nanoseconds since the epoc
 from __future__ import annotations
 
 import heapq
+import zlib
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +62,7 @@ ACKED_WAIT = 500_000_000  # ns, once the peer has acknowledged the missing bytes
 RECENT_SEGMENTS = 32  # delivered payloads kept to compare retransmissions against
 RECENT_ACKS = 64  # acknowledgements of unseen bytes remembered per direction
 RECENTLY_CLOSED = 4096  # closed 4-tuples remembered, so their stray packets open nothing
+CLOSED_BUCKETS = 64  # ... in this many buckets by connection hash, each keeping its share
 
 LOST = "segments lost (never captured)"
 OVERFLOW = "segments lost (out-of-order buffer full)"
@@ -288,11 +294,12 @@ class TcpStream:
 class TcpConnection:
     """Both directions of one TCP connection; side 0 is the address whose packet came first."""
 
-    __slots__ = ("addresses", "handler", "limits", "streams", "syn_sender")
+    __slots__ = ("addresses", "first_packet", "handler", "limits", "streams", "syn_sender")
 
     def __init__(self, first: Address, second: Address, syn_sender: int | None,
-                 limits: HoldLimits | None = None) -> None:
+                 limits: HoldLimits | None = None, first_packet: int = 0) -> None:
         self.addresses = (first, second)
+        self.first_packet = first_packet  # the number of the packet that opened it
         self.syn_sender = syn_sender  # side that sent the SYN (the client), when seen
         self.limits = limits or HoldLimits()
         self.handler: ConnectionHandler | None = None
@@ -331,20 +338,34 @@ class TcpConnection:
 Opener = Callable[[TcpConnection], ConnectionHandler | None]
 
 
+def flow_bucket(key: FlowKey) -> int:
+    """A connection's bucket, 0 to CLOSED_BUCKETS - 1: the same for both directions of its
+    4-tuple and in every process (a CRC of its two endpoints, lower one first)."""
+    src, src_port, dst, dst_port = key
+    first, second = sorted(((src, src_port), (dst, dst_port)))
+    return zlib.crc32(b"%b%d %b%d" % (first[0], first[1], second[0], second[1])) % CLOSED_BUCKETS
+
+
 class ConnectionTracker:
     """All TCP connections of a capture: finds each segment's stream and keeps the lifecycle.
 
     `open_connection` is asked once per new connection for its handler; None means
     "not interesting": the connection's packets are then dropped at the cost of one
     dictionary lookup (as after the handler calls `TcpConnection.stop`).
+
+    `closing`, when set, hears why each connection the capture's clock or end closes
+    is closed, just before: `(1, time, packet)` for a grace after both FINs that began
+    at that packet and ran out, `(2, first packet, 0)` at the end of the capture.
+    Those keys order the closings as one tracker of every connection does them.
     """
 
     def __init__(self, open_connection: Opener, limits: HoldLimits | None = None) -> None:
         self.open_connection = open_connection
         self.limits = limits or HoldLimits()
-        self.ending: deque[tuple[int, TcpConnection]] = deque()  # FIN both ways, holes left
+        self.ending: list[tuple[int, int, TcpConnection]] = []  # heap: FIN both ways, holes left
         self.table: dict[FlowKey, tuple[TcpConnection, int]] = {}
-        self.closed: OrderedDict[FlowKey, None] = OrderedDict()
+        self.closed = [OrderedDict[FlowKey, None]() for _ in range(CLOSED_BUCKETS)]
+        self.closing: Callable[[tuple[int, int, int]], None] | None = None
 
     def segment(self, number: int, timestamp: int, raw: RawSegment) -> None:
         src, src_port, dst, dst_port, seq, ack, flags, payload, missing = raw
@@ -366,19 +387,24 @@ class ConnectionTracker:
             if stream.fin_offset is not None and connection.complete():  # a late segment
                 self._close(connection)
         if self.ending and timestamp - self.ending[0][0] > self.limits.acked_wait:
-            self._end_lingering(timestamp)
+            self.tick(timestamp)
 
-    def _end_lingering(self, now: int) -> None:
-        """Close the connections whose grace after both FINs has run out: holes are lost."""
+    def tick(self, now: int) -> None:
+        """Capture time is `now` (any packet says so, of whichever connection): close the
+        connections whose grace after both FINs has run out, oldest first; holes are lost."""
         ending = self.ending
         while ending and now - ending[0][0] > self.limits.acked_wait:
-            _ended, connection = ending.popleft()
+            ended, number, connection = heapq.heappop(ending)
             if connection.streams is not None:
+                if self.closing is not None:
+                    self.closing((1, ended, number))
                 self._close(connection)
 
     def finish(self) -> None:
         """The end of the capture: every connection still open is flushed and closed."""
         for connection in list({id(c): c for c, _side in self.table.values()}.values()):
+            if self.closing is not None:
+                self.closing((2, connection.first_packet, 0))
             self._close(connection)
 
     def _control(self, number: int, timestamp: int, raw: RawSegment,
@@ -389,12 +415,13 @@ class ConnectionTracker:
                 self._close(entry[0])
             return
         if flags & SYN:
-            entry = self._syn(raw, entry)
+            entry = self._syn(number, raw, entry)
             seq = (seq + 1) & MASK
         elif entry is None:
-            if not (payload or missing) or (src, src_port, dst, dst_port) in self.closed:
+            key: FlowKey = (src, src_port, dst, dst_port)
+            if not (payload or missing) or key in self.closed[flow_bucket(key)]:
                 return
-            entry = self._open((src, src_port), (dst, dst_port), None), 0
+            entry = self._open(number, (src, src_port), (dst, dst_port), None), 0
         connection, side = entry
         if connection.streams is None:  # not interesting: forget it when it ends
             if flags & FIN:
@@ -410,16 +437,17 @@ class ConnectionTracker:
             if connection.streams is None or connection.complete():
                 self._close(connection)
             elif connection.finished():  # only holes left: a grace for late segments
-                self.ending.append((timestamp, connection))
+                heapq.heappush(self.ending, (timestamp, number, connection))
 
-    def _syn(self, raw: RawSegment, entry: tuple[TcpConnection, int] | None) -> tuple[TcpConnection, int]:
+    def _syn(self, number: int, raw: RawSegment, entry: tuple[TcpConnection, int] | None
+             ) -> tuple[TcpConnection, int]:
         src, src_port, dst, dst_port, seq, ack, flags, _payload, _missing = raw
         if entry is not None and flags & ACK == 0 and (entry[0].opened() or entry[0].streams is None):
             self._close(entry[0])  # the 4-tuple is reused by a new connection
             entry = None
         if entry is None:
             client_first = flags & ACK == 0
-            connection = self._open((src, src_port), (dst, dst_port), 0 if client_first else 1)
+            connection = self._open(number, (src, src_port), (dst, dst_port), 0 if client_first else 1)
             entry = connection, 0
         connection, side = entry
         if connection.streams is not None:
@@ -429,8 +457,9 @@ class ConnectionTracker:
                 client_stream.start((ack - 1) & MASK)
         return entry
 
-    def _open(self, first: Address, second: Address, syn_sender: int | None) -> TcpConnection:
-        connection = TcpConnection(first, second, syn_sender, self.limits)
+    def _open(self, number: int, first: Address, second: Address, syn_sender: int | None
+              ) -> TcpConnection:
+        connection = TcpConnection(first, second, syn_sender, self.limits, number)
         handler = self.open_connection(connection)
         if handler is not None:
             connection.attach(handler)
@@ -438,18 +467,21 @@ class ConnectionTracker:
         backward: FlowKey = (*second, *first)
         self.table[forward] = (connection, 0)
         self.table[backward] = (connection, 1)
-        self.closed.pop(forward, None)
-        self.closed.pop(backward, None)
+        closed = self.closed[flow_bucket(forward)]
+        closed.pop(forward, None)
+        closed.pop(backward, None)
         return connection
 
     def _close(self, connection: TcpConnection) -> None:
         first, second = connection.addresses
-        for key in ((*first, *second), (*second, *first)):
+        forward: FlowKey = (*first, *second)
+        closed = self.closed[flow_bucket(forward)]
+        for key in (forward, (*second, *first)):
             if self.table.get(key, (None, 0))[0] is connection:
                 del self.table[key]
-            self.closed[key] = None
-        while len(self.closed) > RECENTLY_CLOSED:
-            self.closed.popitem(last=False)
+            closed[key] = None
+        while len(closed) > RECENTLY_CLOSED // CLOSED_BUCKETS:
+            closed.popitem(last=False)
         if connection.streams is not None and connection.handler is not None:
             for stream in connection.streams:
                 stream.flush()

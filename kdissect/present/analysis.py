@@ -11,7 +11,8 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -46,6 +47,7 @@ def read_pcap(
     tls_keylog: KeyLogSource | None = None,
     show_secrets: bool = False,
     schemas: str | os.PathLike[str] | None = None,
+    jobs: int | None = None,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
@@ -60,6 +62,13 @@ def read_pcap(
     SASL secrets are masked unless `show_secrets`. `schemas` (a folder of Kafka's
     message files or a kafka-clients jar) becomes the first source of definitions
     for this process, as `configure_definitions` does.
+
+    `jobs` worker processes share the work (`kdissect.parallel`, and the tables:
+    `kdissect.present.parallel_tables`); messages and tables are the same as with
+    one. By default every core for capture files of 16 MiB or more, else 1; a stream
+    or a TLS key log is read in one process. A script (not a notebook) that reads in
+    parallel needs multiprocessing's `if __name__ == "__main__":` guard, so from a
+    script the default is 1 and `jobs` is given explicitly.
     """
     from kdissect.present.filter import selector
 
@@ -69,16 +78,38 @@ def read_pcap(
     problems: list[Note] = []
     keep = selector(apis, filter)
     sources = capture_paths(path)
+    jobs = _jobs(sources, jobs, tls_keylog)
+    found: Iterable[Message]
     with cycle_collection_paused():
-        messages = [
-            message
-            for message in read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
-                                         report=problems.append, tls_keylog=tls_keylog,
-                                         show_secrets=show_secrets)
-            if keep(message)
-        ]
+        if jobs > 1:
+            from kdissect.parallel import read_messages as read_in_parallel
+
+            found = (message for message, _ in read_in_parallel(
+                sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
+                report=problems.append, show_secrets=show_secrets,
+                preload=("kdissect.present.parallel_tables",)))
+        else:
+            found = read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
+                                  report=problems.append, tls_keylog=tls_keylog,
+                                  show_secrets=show_secrets)
+        messages = [message for message in found if keep(message)]
     names = [source_name(s) for s in sources]
-    return Capture(messages, source=", ".join(names), problems=problems, files=names)
+    return Capture(messages, source=", ".join(names), problems=problems, files=names, jobs=jobs)
+
+
+def _jobs(sources: list[Any], jobs: int | None, tls_keylog: Any) -> int:
+    """Worker processes for `read_pcap`: 1 for streams and TLS, the default as documented there."""
+    from kdissect.parallel import MAX_JOBS, default_jobs, parallel_readable
+
+    if tls_keylog is not None or not parallel_readable(sources):
+        return 1
+    if jobs is None:
+        main = sys.modules.get("__main__")
+        script = getattr(main, "__file__", None) is not None and getattr(main, "__spec__", None) is None
+        return 1 if script else default_jobs(sources)
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, not {jobs}")
+    return min(jobs, MAX_JOBS)
 
 
 def capture_paths(path: Any) -> list[Any]:
@@ -100,8 +131,10 @@ class Capture:
     """The Kafka messages of one capture and the DataFrames made from them."""
 
     def __init__(self, messages: list[Message], source: str = "", problems: list[Note] | None = None,
-                 files: list[str] | None = None):
+                 files: list[str] | None = None, jobs: int = 1):
         self.message_list = messages
+        self.jobs = jobs  # worker processes that build the tables
+        self._workers: Any = None
         self.source = source
         self.files = files or ([source] if source else [])
         self.problems = problems or []
@@ -118,17 +151,31 @@ class Capture:
     @cached_property
     def messages(self) -> pd.DataFrame:
         with cycle_collection_paused():
-            return _messages_frame(self.message_list)
+            return self._built("messages", _MESSAGE_DTYPES, lambda: _messages_frame(self.message_list))
 
     @cached_property
     def exchanges(self) -> pd.DataFrame:
         with cycle_collection_paused():
-            return _exchanges_frame(self.message_list)
+            return self._built("exchanges", _EXCHANGE_DTYPES, lambda: _exchanges_frame(self.message_list))
 
     @cached_property
     def fields(self) -> pd.DataFrame:
         with cycle_collection_paused():
-            return _fields_frame(self.message_list)
+            return self._built("fields", _FIELD_DTYPES, lambda: _fields_frame(self.message_list))
+
+    def _built(self, name: str, dtypes: Mapping[str, str], build: Callable[[], pd.DataFrame],
+               feeds: Callable[[Message], bool] | None = None) -> pd.DataFrame:
+        """Table `name`: on the capture's worker processes when it has several and enough
+        messages feed the table, else here by `build`."""
+        if self.jobs > 1:
+            from kdissect.present.parallel_tables import TableJobs
+
+            if self._workers is None:
+                self._workers = TableJobs(self.jobs)
+            frame = self._workers.build(name, self.message_list, feeds or _every, dict(dtypes), table_of)
+            if frame is not None:
+                return frame
+        return build()
 
     def table(self, name: str) -> pd.DataFrame:
         """Any table by name: `messages`, `exchanges`, `fields`, or a per-API one
@@ -148,8 +195,12 @@ class Capture:
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
         cache = self._api_tables
         if spec.name not in cache:
+            def feeds(message: Message) -> bool:
+                return message.api_key == spec.api_key and message.is_request == spec.request
+
             with cycle_collection_paused():
-                cache[spec.name] = _api_frame(self.message_list, spec)
+                cache[spec.name] = self._built(spec.name, spec.dtypes,
+                                               lambda: _api_frame(self.message_list, spec), feeds)
         frame: pd.DataFrame = cache[spec.name]
         return frame
 
@@ -163,14 +214,16 @@ class Capture:
         """
         from kdissect.present import record_tables as rt
 
-        return _typed(rt.record_columns(rt.records_fields(self.message_list)), rt.RECORD_DTYPES)
+        return self._built("records", rt.RECORD_DTYPES, lambda: _typed(
+            rt.record_columns(rt.records_fields(self.message_list)), rt.RECORD_DTYPES), rt.carries_records)
 
     @cached_property
     def batches(self) -> pd.DataFrame:
         """One row per record batch (or legacy message) of every `records` field."""
         from kdissect.present import record_tables as rt
 
-        return _typed(rt.batch_columns(rt.records_fields(self.message_list)), rt.BATCH_DTYPES)
+        return self._built("batches", rt.BATCH_DTYPES, lambda: _typed(
+            rt.batch_columns(rt.records_fields(self.message_list)), rt.BATCH_DTYPES), rt.carries_records)
 
     @property
     def topic_partitions(self) -> pd.DataFrame:
@@ -257,6 +310,15 @@ class Capture:
 
     def _repr_html_(self) -> str:
         return capture_html(self)
+
+
+def _every(_message: Message) -> bool:
+    return True
+
+
+def table_of(messages: list[Message], name: str) -> pd.DataFrame:
+    """Table `name` over `messages` in this process (what a table worker runs)."""
+    return Capture(messages).table(name)
 
 
 # -- generic tables -----------------------------------------------------------

@@ -1,0 +1,161 @@
+"""`--jobs 2` against `--jobs 1`: `-V`, and the tables, on one large capture.
+
+Builds a capture (make_capture.py, real exchanges over 64 connections, `mixed` by
+default), then times, each in a fresh process and best of `--repeat`:
+
+  -V         `kdissect -V FILE > /dev/null` with --jobs 1 and --jobs 2
+  tables     `read_pcap(FILE, jobs=N)` and every per-API table
+  all        `read_pcap(FILE, jobs=N)` and every table (fields, records, ... too)
+  tshark     `tshark -V` on the same file, for scale (when tshark is installed)
+
+and prints a Markdown table with the wall-time speed-up, the load average before and
+after (the machine's other work counts: report it with the figures), and for -V the
+CPU seconds of every process (KDISSECT_JOBS_CPU=1 makes --jobs report its workers'),
+from which the speed-up on idle cores is bounded: the busiest process, or all CPU
+seconds spread over the cores, whichever is longer.
+
+    python benchmarks/bench_jobs.py --size-mb 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+from make_capture import build  # noqa: E402
+
+TABLES_SCRIPT = """
+import contextlib, io, re, sys, time
+from kdissect import read_pcap
+from kdissect.present import parallel_tables
+from kdissect.present.tables import TABLES
+
+def main():
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):  # the reading workers' CPU seconds (KDISSECT_JOBS_CPU)
+        capture = read_pcap(sys.argv[1], jobs=int(sys.argv[2]))
+    names = capture.table_names() if sys.argv[3] == "all" else list(TABLES)
+    rows = sum(len(capture.table(name)) for name in names)
+    print(len(capture), rows)
+    found = re.search(r"workers ([\\d., ]+)", said.getvalue())
+    readers = [float(w) for w in found.group(1).split(",")] if found else []
+    tables = sorted(parallel_tables.WORKER_CPU.values())
+    workers = [sum(pair) for pair in zip(readers, tables + [0.0] * len(readers))] or tables
+    if workers:
+        print("CPU seconds: parent %.2f, workers %s" % (
+            time.process_time(), ", ".join("%.2f" % w for w in workers)), file=sys.stderr)
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+CPU_LINE = re.compile(r"CPU seconds: parent ([\d.]+), workers ([\d., ]+)")
+
+
+def timed(command: list[str]) -> tuple[float, str, list[float]]:
+    """Wall seconds, what the command printed, and the CPU seconds of its processes: the
+    process itself (and what it waited for), or with --jobs the parent and each worker."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    run = subprocess.run(command, stdout=subprocess.PIPE if "-c" in command[:3] else subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, check=False, cwd=ROOT,
+                         env={**os.environ, "KDISSECT_JOBS_CPU": "1"})
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if run.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {run.stderr.strip()}")
+    found = CPU_LINE.search(run.stderr)
+    if found:
+        cpu = [float(found.group(1)), *(float(w) for w in found.group(2).split(","))]
+    else:
+        cpu = [after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime]
+    return seconds, (run.stdout or "").strip().splitlines()[0] if run.stdout else "", cpu
+
+
+def best(command: list[str], repeat: int) -> tuple[float, str, list[float]]:
+    results = [timed(command) for _ in range(repeat)]
+    fastest = min(results, key=lambda result: result[0])
+    return fastest[0], results[0][1], fastest[2]
+
+
+def idle_bound(cpu: list[float], cores: int) -> float:
+    """The wall time these CPU seconds need on `cores` idle cores: the busiest process, or
+    all of them spread evenly, whichever is longer (a lower bound)."""
+    return max(max(cpu), sum(cpu) / cores)
+
+
+def kdissect(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "kdissect", *arguments]
+
+
+def tables(path: Path, jobs: int, which: str) -> list[str]:
+    return [sys.executable, "-c", TABLES_SCRIPT, str(path), str(jobs), which]
+
+
+def load() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=float, default=100.0)
+    parser.add_argument("--mix", default="mixed")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--skip", action="append", default=[], choices=("-V", "tables", "all", "tshark"),
+                        help="leave out a measurement (repeatable)")
+    parser.add_argument("--capture", type=Path, help="use this capture instead of building one")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        path = args.capture or Path(folder) / "bench.pcap"
+        if args.capture is None:
+            build(path, args.size_mb, args.mix)
+        megabytes = path.stat().st_size / 1e6
+        print(f"capture: {megabytes:.1f} MB ({args.mix}), cores: {os.cpu_count()}, load before: {load()}")
+        print(f"| what | --jobs 1 s | --jobs {args.jobs} s | speed-up | CPU s, one job | "
+              f"CPU s, {args.jobs} jobs (parent, workers) | speed-up on idle cores |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        cores = os.cpu_count() or 1
+        runs = {
+            "-V": lambda jobs: kdissect("-V", "--jobs", str(jobs), str(path)),
+            "tables": lambda jobs: tables(path, jobs, "per-api"),
+            "all": lambda jobs: tables(path, jobs, "all"),
+        }
+        for name, command in runs.items():
+            if name in args.skip:
+                continue
+            one, found, cpu_one = best(command(1), args.repeat)
+            many, again, cpu_many = best(command(args.jobs), args.repeat)
+            if found != again:
+                raise SystemExit(f"{name}: {found!r} with one job, {again!r} with {args.jobs}")
+            label = {"-V": "kdissect -V", "tables": "read_pcap + per-API tables",
+                     "all": "read_pcap + every table"}[name]
+            if len(cpu_many) > 1:  # the workers said what they used
+                spent = ", ".join(f"{c:.2f}" for c in cpu_many)
+                bound = f"{idle_bound(cpu_one, cores) / idle_bound(cpu_many, cores):.2f}x"
+            else:
+                spent, bound = "", ""
+            print(f"| {label} | {one:.2f} | {many:.2f} | {one / many:.2f}x | {sum(cpu_one):.2f} "
+                  f"| {spent} | {bound} |", flush=True)
+        if "tshark" not in args.skip and shutil.which("tshark"):
+            seconds, _, cpu = best(["tshark", "-r", str(path), "-V", "-d", "tcp.port==9092,kafka"], 1)
+            print(f"| tshark -V (one process) | {seconds:.2f} | | | {sum(cpu):.2f} | | |")
+        print(f"load after: {load()}")
+
+
+if __name__ == "__main__":
+    main()

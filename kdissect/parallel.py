@@ -1,0 +1,509 @@
+"""`--jobs N`: several processes read one capture, each following a share of its connections.
+
+The messages come back exactly as `pipeline.read_messages` gives them in one process:
+the same numbers, connections, pairs, notes and order.
+
+How the work is shared. Every worker reads the whole capture (reading packets is a
+small part of the work) and decodes each packet's TCP header, but reassembles, frames
+and decodes only the connections of its share: those whose 4-tuple's bucket
+(`reassembly.flow_bucket`, a CRC of both endpoints) modulo N is its index. A
+connection, with every 4-tuple reuse of it, lives in exactly one worker. What ties
+connections together in one process is only capture time and the capture's end
+(`ConnectionTracker.tick` runs on every packet in every worker) and the order of
+closings those fix; both are keyed below, so no worker needs another's state.
+
+What comes back. Each worker sends, in batches over its own pipe, the events one
+process would make, in its order: a connection found to be Kafka, a frame, a
+capture-level note. Each event carries an emission key that places it in the one
+process's order: (packet number, phase, ...): phase -1 is a note made while reading
+that packet, 0 what the packet itself caused, 1 a connection closed at that packet
+because its grace after both FINs ran out (then the grace's start orders them), and
+after the last packet, connections closed by the capture's end in the order they
+opened. Within a worker the keys only grow; no two workers share one, because each
+packet, connection and note belongs to one worker (capture notes and packets that
+are not TCP to worker 0).
+
+The parent heap-merges the workers' streams by key, which is exactly the order of
+one process, and does what depends on the whole capture: numbering messages,
+numbering connections (in the order they were found to be Kafka), pairing and
+releasing in capture order (`pair.pairing`, unchanged), the capture's first-packet
+time, and the note of a capture without Kafka. It builds the messages from the
+frames it receives (headers only), so everything read from a message in the parent
+is what one process reads. The heavy part can run in the workers: a `prepare`
+function is called in the worker on its own copy of each message (paired on its
+connection, which is all a body's decoding needs) and its result comes back with the
+message; the command uses it for the `-V` tree and the JSON tree, which depend on
+nothing global.
+
+Bounds: a worker holds what one process holds for its connections, plus one batch
+(`BATCH_EVENTS`); the parent reads at most `AHEAD_BATCHES` batches of a worker ahead
+of the merge, then the pipe makes the worker wait. A worker that fails sends its
+error and the parent raises `WorkerError`; one that dies silently is found at the end
+of its pipe; both stop the other workers. Workers come from multiprocessing's
+`forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
+when the messages are no longer read.
+
+One bound is kept per process rather than per capture: SASL state is remembered for
+65,536 connections (`ingest.sasl`) in each worker, so beyond that many SASL
+connections open at once the workers remember more than one process would.
+
+Only files are read in parallel (a stream, standard input, cannot be read twice), and
+not with a TLS key log (TLS 1.2 session resumption is shared between connections).
+Workers take message definitions from where the parent does (`--schemas`), when
+those can be sent (`portable_definitions`; a jar cannot: then one process reads).
+`default_jobs` picks N: the number of usable cores when the capture files hold at
+least `PARALLEL_BYTES` (below that, starting the workers costs more than they gain),
+1 otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import multiprocessing
+import os
+import pickle
+import queue
+import signal
+import sys
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from multiprocessing.connection import Connection as Pipe
+from operator import itemgetter
+from typing import Any
+
+from kdissect.decode.schema import DefinitionSource, active_sources, set_sources
+from kdissect.ingest.capture import CaptureError, Record
+from kdissect.ingest.connections import KafkaConnections, _server_port
+from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records
+from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Connection, Direction, Frame
+from kdissect.ingest.net import decode_tcp
+from kdissect.ingest.reassembly import (
+    CLOSED_BUCKETS,
+    MAX_HELD_BYTES,
+    ConnectionTracker,
+    HoldLimits,
+    flow_bucket,
+)
+from kdissect.ingest.reassembly import TcpConnection as _TcpConnection
+from kdissect.ingest.sasl import mask_secrets
+from kdissect.notes import Note
+from kdissect.pair.message import Message, message_from_frame
+from kdissect.pair.pairing import Pairer, pair_messages
+from kdissect.pipeline import CaptureClock, Report
+
+PARALLEL_BYTES = 16 * 1024 * 1024  # capture bytes from which the default is every core
+MAX_JOBS = CLOSED_BUCKETS  # a share is a set of buckets
+BATCH_EVENTS = 256  # events a worker sends at once
+AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
+END = 1 << 62  # the packet number of what happens after the last packet
+
+Prepare = Callable[[Message], Any]
+Key = tuple[int, int, int, int, int]
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed; the message says which and why."""
+
+
+def default_jobs(sources: Sequence[CaptureSource]) -> int:
+    """The number of usable cores for capture files of PARALLEL_BYTES or more, else 1."""
+    if not parallel_readable(sources):
+        return 1
+    try:
+        size = sum(os.path.getsize(os.fspath(source)) for source in sources)  # type: ignore[arg-type,misc]
+    except OSError:
+        return 1
+    if size < PARALLEL_BYTES:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, MAX_JOBS))
+
+
+def parallel_readable(sources: Sequence[CaptureSource]) -> bool:
+    """Whether workers can read these sources: files they open themselves, and message
+    definitions they can be given (see `portable_definitions`)."""
+    return bool(sources) and all(isinstance(s, str | os.PathLike) and os.fspath(s) != "-"
+                                 for s in sources) and portable_definitions() is not None
+
+
+def read_messages(
+    sources: Sequence[CaptureSource],
+    jobs: int,
+    *,
+    ports: Iterable[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    max_frame_size: int = MAX_FRAME_SIZE,
+    max_held: int = MAX_HELD_BYTES,
+    report: Report | None = None,
+    unreadable: Callable[[int, CaptureError], None] | None = None,
+    names: Sequence[str] | None = None,
+    clock: CaptureClock | None = None,
+    show_secrets: bool = False,
+    prepare: Prepare | None = None,
+    preload: Iterable[str] = (),
+) -> Iterator[tuple[Message, Any]]:
+    """`pipeline.read_messages` on `jobs` worker processes: (message, prepared) pairs.
+
+    `prepared` is what `prepare` (a picklable function) returned for the message in
+    its worker, None without one. `preload` names modules the workers will need
+    anyway (see `worker_context`). Raises CaptureError as one process does, and
+    WorkerError when a worker fails.
+    """
+    if not 1 < jobs <= MAX_JOBS:
+        raise ValueError(f"jobs must be 2 to {MAX_JOBS} here, not {jobs}")
+    paths = [os.fspath(s) for s in sources]  # type: ignore[arg-type]
+    options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": max_frame_size,
+               "max_held": max_held, "show_secrets": show_secrets,
+               "names": list(names or paths), "definitions": portable_definitions()}
+    team = _Team(paths, jobs, options, prepare, worker_context(prepare, *preload))
+    try:
+        prepared: dict[int, Any] = {}
+        merged = _Merge(team, report, unreadable, clock, prepared)
+        for message in pair_messages(merged.messages()):
+            yield message, prepared.pop(message.number, None)
+        merged.finish(options)
+        if os.environ.get("KDISSECT_JOBS_CPU"):  # for benchmarks: CPU seconds of every process
+            workers = ", ".join(f"{s.get('cpu', 0.0):.2f}" for s in team.summaries)
+            print(f"kdissect: CPU seconds: parent {time.process_time():.2f}, workers {workers}",
+                  file=sys.stderr)
+    finally:
+        team.stop()
+
+
+def worker_context(*uses: Any) -> Any:
+    """multiprocessing's `forkserver` context, its server preloading kdissect and `uses`
+    (module names, or functions whose modules), so that a worker starts in milliseconds,
+    from a process without threads; `spawn` where there is no fork server.
+
+    The server starts once per process, with the preloads of its first use. A worker
+    also imports the main module of a script (multiprocessing's rule: a script that
+    starts workers needs the `if __name__ == "__main__":` guard).
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    modules = {"kdissect.parallel", *(use if isinstance(use, str) else getattr(use, "func", use).__module__
+                                      for use in uses if use is not None)}
+    context.set_forkserver_preload(sorted(modules))  # only before the server starts
+    return context
+
+
+def portable_definitions() -> tuple[DefinitionSource, ...] | None:
+    """Where this process takes message definitions from (`--schemas`, `read_pcap(schemas=)`),
+    for the workers; None when that cannot be sent to another process."""
+    sources = active_sources()
+    try:
+        pickle.dumps(sources)
+    except Exception:  # a source inside an open jar: the caller reads in one process
+        return None
+    return sources
+
+
+def use_definitions(sources: tuple[DefinitionSource, ...] | None) -> None:
+    """In a worker: take definitions from where the parent does."""
+    if sources is not None and sources != active_sources():
+        set_sources(sources)
+
+
+class _Team:
+    """The worker processes and the parent's end of their pipes."""
+
+    def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
+                 prepare: Prepare | None, context: Any) -> None:
+        self.pipes: list[Pipe] = []
+        self.processes: list[Any] = []
+        for index in range(jobs):
+            receiver, sender = context.Pipe(duplex=False)
+            process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare),
+                                      name=f"kdissect-worker-{index}", daemon=True)
+            process.start()
+            sender.close()  # the worker's end: closed here so its death reads as the end of the pipe
+            self.pipes.append(receiver)
+            self.processes.append(process)
+        self.summaries: list[dict[str, Any]] = [{} for _ in range(jobs)]
+        # A reader thread per worker keeps its pipe drained, a few batches ahead of the merge,
+        # so that a worker seldom waits for a parent the machine's other work holds up.
+        self.ahead = [queue.Queue[tuple[str, Any]](AHEAD_BATCHES) for _ in range(jobs)]
+        self.stopping = threading.Event()
+        self.readers = [threading.Thread(target=self._read, args=(index,), daemon=True,
+                                         name=f"kdissect-reader-{index}") for index in range(jobs)]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, index: int) -> None:
+        pipe, ahead = self.pipes[index], self.ahead[index]
+        while not self.stopping.is_set():
+            try:
+                item = pipe.recv()
+            except (EOFError, OSError):
+                item = ("gone", None)
+            while not self.stopping.is_set():
+                try:
+                    ahead.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if item[0] != "events":
+                return
+
+    def events(self, index: int) -> Iterator[tuple[Key, int, str, Any]]:
+        """One worker's events, in its order; its summary is kept when it ends."""
+        ahead = self.ahead[index]
+        while True:
+            kind, payload = ahead.get()
+            if kind == "gone":
+                self.processes[index].join(timeout=5)
+                code = self.processes[index].exitcode
+                raise WorkerError(f"worker {index} ended without finishing its share "
+                                  f"(exit code {code})") from None
+            if kind == "events":
+                for key, what, event in payload:
+                    yield key, index, what, event
+            elif kind == "end":
+                self.summaries[index] = payload
+                return
+            elif kind == "capture_error":
+                raise CaptureError(payload)
+            else:
+                raise WorkerError(f"worker {index} failed: {payload}")
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+        for process in self.processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for reader in self.readers:  # a dead worker's pipe ends: its reader stops
+            reader.join(timeout=5)
+        for pipe in self.pipes:
+            pipe.close()
+
+
+class _Merge:
+    """The parent's side: the workers' events in one process's order, made into messages."""
+
+    def __init__(self, team: _Team, report: Report | None,
+                 unreadable: Callable[[int, CaptureError], None] | None,
+                 clock: CaptureClock | None, prepared: dict[int, Any]) -> None:
+        self.team, self.report, self.unreadable, self.clock = team, report, unreadable, clock
+        self.prepared = prepared
+        self.connections: dict[tuple[int, int], Connection] = {}
+
+    def messages(self) -> Iterator[Message]:
+        team = self.team
+        streams = [team.events(index) for index in range(len(team.pipes))]
+        number = 0
+        connections = self.connections
+        for _key, worker, what, event in heapq.merge(*streams, key=itemgetter(0)):
+            if what == "frame":
+                local, request, offset, data, first, first_ns, last, last_ns, complete, notes, file, ready = event
+                frame = Frame(connections[worker, local], Direction.REQUEST if request else Direction.RESPONSE,
+                              offset, data, first, first_ns, last, last_ns, complete, notes)
+                number += 1
+                message = message_from_frame(number, frame)
+                message.file = file
+                if ready is not None:
+                    self.prepared[number] = ready
+                yield message
+            elif what == "open":
+                local, client, server, tls = event
+                connections[worker, local] = Connection(len(connections), client, server, tls)
+            elif what == "note":
+                if self.report is not None:
+                    self.report(event)
+            elif what == "start":
+                if self.clock is not None and self.clock.start_ns is None:
+                    self.clock.start_ns = event
+            elif what == "unreadable":
+                if self.unreadable is None:
+                    raise CaptureError(event[1])
+                self.unreadable(event[0], CaptureError(event[1]))
+
+    def finish(self, options: dict[str, Any]) -> None:
+        """The note of a capture in which no worker found Kafka, as one process makes it."""
+        summaries = self.team.summaries
+        kafka = KafkaConnections(options["ports"], options["detect"], options["max_frame_size"],
+                                 self.report or _ignore)
+        kafka.next_index = sum(s.get("kafka", 0) for s in summaries)
+        kafka.tls_seen = sum(s.get("tls", 0) for s in summaries)
+        counts: Counter[int] = Counter()
+        first: dict[int, int] = {}
+        for summary in summaries:
+            for port, count, seen in summary.get("ports", ()):
+                counts[port] += count
+                first[port] = min(seen, first.get(port, seen))
+        for port in sorted(counts, key=first.__getitem__):  # as one process met them
+            kafka.tcp_ports[port] = counts[port]
+        kafka.finish()
+
+
+# --- the worker --------------------------------------------------------------
+
+
+class _ShareConnections(KafkaConnections):
+    """KafkaConnections of one worker: a connection found to be Kafka is an event too, and
+    each server port remembers the first packet of its first connection."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ports_seen: dict[int, int] = {}
+
+    def open(self, tcp: _TcpConnection) -> Any:
+        self.ports_seen.setdefault(_server_port(tcp), tcp.first_packet)
+        return super().open(tcp)
+
+    def new_connection(self, client: Any, server: Any, tls: bool = False) -> Connection:
+        connection = super().new_connection(client, server, tls)
+        self.out.append(connection)  # type: ignore[arg-type]  # an event among the frames
+        return connection
+
+
+class _Worker:
+    """One worker's pipeline: its share of the connections, its events keyed and batched."""
+
+    def __init__(self, pipe: Pipe, index: int, jobs: int, options: dict[str, Any],
+                 prepare: Prepare | None) -> None:
+        self.pipe, self.index, self.jobs, self.prepare = pipe, index, jobs, prepare
+        self.options = options
+        self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
+        self.batch: list[tuple[Key, str, Any]] = []
+        self.sequence = 0
+        self.key: tuple[int, int, int, int] = (0, 0, 0, 0)
+        self.kafka = _ShareConnections(options["ports"], options["detect"], options["max_frame_size"],
+                                       self.pending.append)
+        self.kafka.out = self.pending
+        self.tracker = ConnectionTracker(self.kafka.open, HoldLimits(max_held=options["max_held"]))
+        self.tracker.closing = self._closing
+        self.origins = PacketOrigins(options["names"])
+        self.pairer = Pairer()
+        self.numbered = 0
+        self.to_mask: deque[Frame] = deque()  # one frame at a time through one masking pass
+        self.masked = mask_secrets(_each(self.to_mask), show_secrets=options["show_secrets"])
+
+    def run(self, paths: list[str]) -> None:
+        first = self.index == 0
+        records = merged_records(paths, self.origins, self.pending.append if first else None,
+                                 self._unreadable if first else _skip)
+        self._share(records)
+        self._flush((END, -1, 0, 0))
+        self.tracker.finish()
+        self._flush(self.key)
+        self._send_batch()
+        kafka = self.kafka
+        self.pipe.send(("end", {"kafka": kafka.next_index, "tls": kafka.tls_seen, "cpu": time.process_time(),
+                                "ports": [(port, count, kafka.ports_seen.get(port, 0))
+                                          for port, count in kafka.tcp_ports.items()]}))
+
+    def _share(self, records: Iterator[Record]) -> None:
+        tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
+        segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
+        index, jobs, first = self.index, self.jobs, self.index == 0
+        started = False
+        for number, timestamp, linktype, data, original_length in records:
+            if pending:  # notes made while reading this packet
+                flush((number, -1, 0, 0))
+            if not started:
+                started = True
+                if first:
+                    self._event((0, 0, 0, 0), "start", timestamp)
+            self.key = (number, 0, 0, 0)
+            raw = decode_tcp(linktype, data, original_length)
+            if raw is None:
+                if first:
+                    kafka.not_tcp(linktype)
+            elif flow_bucket(raw[:4]) % jobs == index:
+                segment(number, timestamp, raw)
+            if ending and timestamp - ending[0][0] > grace:  # as in pipeline.frames_from_records
+                tracker.tick(timestamp)
+            if pending:
+                flush(self.key)
+
+    def _closing(self, why: tuple[int, int, int]) -> None:
+        """A connection is about to close for capture time or the capture's end: what came
+        before goes out under the key before, what its closing makes under its own."""
+        self._flush(self.key)
+        phase, first, second = why
+        packet = self.key[0] if phase == 1 else END
+        self.key = (packet, phase, first, second)
+
+    def _unreadable(self, index: int, problem: CaptureError) -> None:
+        self._event((0, 0, 0, 0), "unreadable", (index, str(problem)))
+
+    def _flush(self, key: tuple[int, int, int, int]) -> None:
+        pending = self.pending
+        if not pending:
+            return
+        for item in pending:
+            if isinstance(item, Frame):
+                self.to_mask.append(item)
+                self._frame(key, next(self.masked))
+            elif isinstance(item, Connection):
+                self._event(key, "open", (item.index, item.client, item.server, item.tls))
+            elif isinstance(item, Note):
+                self._event(key, "note", item)
+        pending.clear()
+
+    def _frame(self, key: tuple[int, int, int, int], frame: Frame) -> None:
+        file = self.origins.name_of(frame.last_packet)
+        ready = None
+        if self.prepare is not None:
+            self.numbered += 1
+            message = message_from_frame(self.numbered, frame)
+            message.file = file
+            self.pairer.add(message)
+            ready = self.prepare(message)
+        self._event(key, "frame", (
+            frame.connection.index, frame.direction is Direction.REQUEST, frame.stream_offset,
+            frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
+            frame.complete, frame.notes, file, ready))
+
+    def _event(self, key: tuple[int, int, int, int], what: str, event: Any) -> None:
+        self.sequence += 1
+        self.batch.append(((*key, self.sequence), what, event))
+        if len(self.batch) >= BATCH_EVENTS:
+            self._send_batch()
+
+    def _send_batch(self) -> None:
+        if self.batch:
+            self.pipe.send(("events", self.batch))
+            self.batch = []
+
+
+def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str, Any],
+         prepare: Prepare | None) -> None:
+    """A worker process: its share of the capture's connections, as events down `pipe`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
+    try:
+        use_definitions(options["definitions"])
+        _Worker(pipe, index, jobs, options, prepare).run(paths)
+    except CaptureError as problem:
+        _send(pipe, ("capture_error", str(problem)))
+    except BaseException as problem:  # every failure goes to the parent, in words
+        _send(pipe, ("error", f"{type(problem).__name__}: {problem}"))
+    finally:
+        pipe.close()
+
+
+def _send(pipe: Pipe, message: tuple[str, Any]) -> None:
+    with contextlib.suppress(OSError, ValueError):  # the parent may be gone
+        pipe.send(message)
+
+
+def _each(queue: deque[Frame]) -> Iterator[Frame]:
+    while True:
+        yield queue.popleft()
+
+
+def _skip(_index: int, _problem: CaptureError) -> None:
+    """Unreadable files are worker 0's to report; the others leave them out quietly."""
+
+
+def _ignore(_note: Note) -> None:
+    pass

@@ -1,0 +1,205 @@
+"""`--jobs N` and `read_pcap(..., jobs=N)`: worker processes, the same bytes and tables as one.
+
+Every shipped and third-party capture is read with one job and with two: text (summary,
+-i, -V, -x), JSON and every table must be equal. A capture of 64 interleaved connections,
+and a lossy copy of it (holes, lost SYNs and FINs, so connections linger and close on
+capture time), stress what ties connections together.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.make_capture import build
+from kdissect import parallel
+from kdissect.cli import main
+from kdissect.ingest.capture import CaptureError
+from kdissect.pair.message import Message
+from kdissect.pipeline import read_messages
+from kdissect.present import parallel_tables
+from kdissect.present.analysis import read_pcap
+from tests.conftest import CAPTURES, PUBLIC_CAPTURES, missing
+
+SHIPPED = sorted(CAPTURES.glob("*.pcap"))
+PORTS = ("--port", "36333", "--port", "19092")
+
+
+@pytest.fixture(scope="module")
+def every_capture() -> list[str]:
+    if not PUBLIC_CAPTURES.is_dir():
+        missing(f"third-party captures not found at {PUBLIC_CAPTURES}")
+    public = sorted(p for p in PUBLIC_CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    return [str(p) for p in (*SHIPPED, *public)]
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Half a megabyte of real exchanges over 64 interleaved connections."""
+    out = tmp_path_factory.mktemp("jobs") / "many.pcap"
+    build(out, 0.5, "mixed", sources=SHIPPED)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def lossy(many: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`many` with every 29th packet lost: holes, connections without SYN or FIN."""
+    out = tmp_path_factory.mktemp("jobs") / "lossy.pcap"
+    out.write_bytes(drop_packets(Path(many).read_bytes(), every=29))
+    return str(out)
+
+
+def drop_packets(data: bytes, every: int) -> bytes:
+    """A classic pcap without every `every`-th packet."""
+    kept, offset, index = [data[:24]], 24, 0
+    while offset + 16 <= len(data):
+        length = struct.unpack_from("<I", data, offset + 8)[0]
+        index += 1
+        if index % every:
+            kept.append(data[offset:offset + 16 + length])
+        offset += 16 + length
+    return b"".join(kept)
+
+
+def run(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, str, str]:
+    status = main([*arguments])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def same_output(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
+    one = run(capsys, "--jobs", "1", *arguments)
+    two = run(capsys, "--jobs", "2", *arguments)
+    assert two == one
+    assert one[1]
+    return one[1]
+
+
+@pytest.mark.parametrize("options", [
+    ("-V", "-x"),
+    ("-T", "json"),
+    ("-i", "-t", "d", "--frames", "--show-file"),
+], ids=" ".join)
+def test_two_jobs_write_the_same_bytes_for_every_capture_read_as_one(
+        capsys: pytest.CaptureFixture[str], every_capture: list[str], options: tuple[str, ...]) -> None:
+    same_output(capsys, *PORTS, *options, *every_capture)
+
+
+@pytest.mark.parametrize("options", [("-V",), ("-T", "jsonl", "-t", "a")], ids=" ".join)
+def test_two_jobs_write_the_same_bytes_for_each_capture_on_its_own(
+        capsys: pytest.CaptureFixture[str], every_capture: list[str], options: tuple[str, ...]) -> None:
+    out = same_output(capsys, *PORTS, "--separate", *options, *every_capture)
+    if options[0] == "-V":  # numbering restarts with each capture: each was read on its own
+        assert sum(line.startswith("     1 ") for line in out.splitlines()) > len(SHIPPED)
+
+
+@pytest.mark.parametrize("options", [("-V",), ("-T", "json")], ids=" ".join)
+def test_many_connections_give_the_same_bytes(capsys: pytest.CaptureFixture[str], many: str,
+                                              lossy: str, options: tuple[str, ...]) -> None:
+    for capture in (many, lossy):
+        same_output(capsys, *options, capture)
+    same_output(capsys, "--stats", "-T", "json", lossy)
+
+
+def test_a_lossy_capture_still_has_what_ties_connections_together(lossy: str) -> None:
+    """The lossy capture is worth testing: it has holes and connections closed on time."""
+    problems: list[object] = []
+    messages = list(parallel.read_messages([lossy], 2, report=problems.append))
+    texts = [str(n) for message, _ in messages for n in message.all_notes()]
+    assert any("missing" in text for text in texts)
+    assert len({m.frame.connection.index for m, _ in messages}) >= 64
+    assert not problems
+
+
+def test_a_count_filter_and_api_choice_stop_the_workers_early(capsys: pytest.CaptureFixture[str],
+                                                              many: str) -> None:
+    same_output(capsys, "-c", "7", "-Y", "latency_ms > 0", many)
+    same_output(capsys, "--api", "Produce,DescribeQuorum", "-c", "30", many)
+
+
+def test_standard_input_is_read_in_one_process(capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    capture = SHIPPED[0].read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(capture)))
+    status, out, _ = run(capsys, "--jobs", "2", "-")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(capture)))
+    assert (status, out) == run(capsys, SHIPPED[0].as_posix())[:2]
+    assert parallel.default_jobs([sys.stdin.buffer]) == 1
+
+
+def test_tables_are_equal_with_two_jobs(every_capture: list[str], lossy: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel_tables, "PARALLEL_MESSAGES", 1)  # even small tables on workers
+    for source in (every_capture, lossy):
+        one = read_pcap(source, ports=(36333, 19092), jobs=1)
+        two = read_pcap(source, ports=(36333, 19092), jobs=2)
+        assert two.jobs == 2 and len(two) == len(one)
+        for name in one.table_names():
+            pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=name)
+
+
+def test_a_table_keeps_the_notes_of_trees_built_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel_tables, "PARALLEL_MESSAGES", 1)
+    path = str(CAPTURES / "incident.pcap")
+    one, two = read_pcap(path, jobs=1), read_pcap(path, jobs=2)
+    for capture in (one, two):
+        for message in capture.message_list[::5]:
+            message.tree()
+    pd.testing.assert_frame_equal(two.messages, one.messages)
+
+
+def test_workers_decode_with_the_definitions_the_command_was_given(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from kdissect.decode.schema import configure_definitions
+
+    own = Path(parallel.__file__).parent / "decode" / "schema" / "definitions"
+    text = (own / "DescribeQuorumRequest.json").read_text(encoding="utf-8")
+    (tmp_path / "DescribeQuorumRequest.json").write_text(
+        text.replace("The topics to describe.", "Topics, as the operator's files say."), encoding="utf-8")
+    try:
+        out = same_output(capsys, "--schemas", str(tmp_path), "-V", str(CAPTURES / "quorum_story.pcap"))
+    finally:
+        configure_definitions()  # this process's definitions as they were
+    assert "Topics, as the operator's files say." in out
+
+
+def explode(message: Message) -> None:
+    raise ValueError(f"cannot prepare message {message.number}")
+
+
+def vanish(message: Message) -> None:
+    os._exit(3)
+
+
+def test_a_failing_worker_is_a_clear_error_not_a_hang() -> None:
+    path = str(CAPTURES / "incident.pcap")
+    with pytest.raises(parallel.WorkerError, match=r"worker \d failed: ValueError: cannot prepare message 1"):
+        list(parallel.read_messages([path], 2, prepare=explode))
+    with pytest.raises(parallel.WorkerError, match=r"worker \d ended without finishing its share \(exit code 3\)"):
+        list(parallel.read_messages([path], 2, prepare=vanish))
+
+
+def test_a_file_that_is_no_capture_is_the_same_error(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pcap"
+    junk.write_bytes(b"not a capture at all" * 10)
+    with pytest.raises(CaptureError) as one:
+        list(read_messages(str(junk)))
+    with pytest.raises(CaptureError) as two:
+        list(parallel.read_messages([str(junk)], 2))
+    assert str(two.value) == str(one.value)
+
+
+def test_the_default_is_one_job_below_the_threshold_and_every_core_above(tmp_path: Path) -> None:
+    small = CAPTURES / "incident.pcap"
+    assert parallel.default_jobs([small]) == 1
+    big = tmp_path / "big.pcap"
+    with big.open("wb") as out:
+        out.truncate(parallel.PARALLEL_BYTES)
+    cores = len(os.sched_getaffinity(0))
+    assert parallel.default_jobs([big]) == min(cores, parallel.MAX_JOBS)
