@@ -195,12 +195,9 @@ class Capture:
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
         cache = self._api_tables
         if spec.name not in cache:
-            def feeds(message: Message) -> bool:
-                return message.api_key == spec.api_key and message.is_request == spec.request
-
             with cycle_collection_paused():
                 cache[spec.name] = self._built(spec.name, spec.dtypes,
-                                               lambda: _api_frame(self.message_list, spec), feeds)
+                                               lambda: _api_frame(self.message_list, spec), spec.feeds)
         frame: pd.DataFrame = cache[spec.name]
         return frame
 
