@@ -248,7 +248,7 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
         return export_files(args, keep, _open_capture, _warn)
     sink = _make_sink(args)
     status = EXIT_OK
-    shown = 0
+    shown = unreadable = 0
     groups = [[path] for path in args.files] if args.separate else [args.files]
     for paths in groups:
         clock = CaptureClock()
@@ -256,6 +256,7 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
         for found in _messages(paths, args, clock, sink.prepare):
             if found is None:
                 status = EXIT_USAGE
+                unreadable += 1
                 continue
             message, prepared = found
             sink.see(message)
@@ -266,7 +267,8 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
             if args.count and shown >= args.count:
                 sink.close()
                 return status
-    sink.close()
+    if unreadable < len(args.files):  # no statistics, no empty JSON, when no file could be read
+        sink.close()
     return status
 
 

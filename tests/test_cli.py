@@ -232,6 +232,14 @@ def test_usage_errors_and_unreadable_inputs_exit_2_with_one_clear_line(args: lis
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("mode", [["-T", "json"], ["--stats"], ["--top", "3"], ["--interval", "10s"]])
+def test_an_unreadable_file_gives_its_error_and_no_empty_report(mode: list[str]):
+    result = subprocess.run([sys.executable, "-m", "kdissect", *mode, "no-such-file.pcap"],
+                            capture_output=True, text=True, cwd=CAPTURES.parent, timeout=60)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.strip() == "kdissect: no-such-file.pcap: No such file or directory"
+
+
 def test_good_files_still_decode_beside_a_bad_one():
     result = kdissect("no-such-file.pcap", QUORUM, check=False)
     assert result.returncode == 2
