@@ -75,7 +75,7 @@ from operator import itemgetter
 from typing import Any
 
 from kdissect.decode.schema import DefinitionSource, active_sources, set_sources
-from kdissect.ingest.capture import CaptureError, Record
+from kdissect.ingest.capture import CaptureError, CaptureRecord
 from kdissect.ingest.connections import KafkaConnections, _server_port
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Connection, Direction, Frame
@@ -401,7 +401,7 @@ class _Worker:
                                 "ports": [(port, count, kafka.ports_seen.get(port, 0))
                                           for port, count in kafka.tcp_ports.items()]}))
 
-    def _share(self, records: Iterator[Record]) -> None:
+    def _share(self, records: Iterator[CaptureRecord]) -> None:
         tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
         segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
         index, jobs, first = self.index, self.jobs, self.index == 0

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
-from kdissect.ingest.capture import CaptureError, Record
+from kdissect.ingest.capture import CaptureError, CaptureRecord
 from kdissect.ingest.connections import KafkaConnections
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records, source_name
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Frame
@@ -41,7 +41,7 @@ class CaptureClock:
         """Seconds since the epoch of the first packet (None before it went by)."""
         return None if self.start_ns is None else self.start_ns / 1e9
 
-    def watch(self, records: Iterable[Record]) -> Iterator[Record]:
+    def watch(self, records: Iterable[CaptureRecord]) -> Iterator[CaptureRecord]:
         for record in records:
             if self.start_ns is None:
                 self.start_ns = record[1]
@@ -126,7 +126,7 @@ def read_frames(source: CaptureSource | Sequence[CaptureSource], *,
                                max_held=max_held, report=report, tls_keys=tls_keys)
 
 
-def frames_from_records(records: Iterable[Record], *, ports: Iterable[int] = DEFAULT_PORTS,
+def frames_from_records(records: Iterable[CaptureRecord], *, ports: Iterable[int] = DEFAULT_PORTS,
                         detect: bool = True, max_frame_size: int = MAX_FRAME_SIZE,
                         max_held: int = MAX_HELD_BYTES, report: Report | None = None,
                         tls_keys: KeyLog | None = None) -> Iterator[Frame]:

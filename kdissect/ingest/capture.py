@@ -32,7 +32,9 @@ class Reader(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 
 
-Record = tuple[int, int, int, bytes, int]  # number, time (ns since the epoch), linktype, data, original length
+# One packet record of a capture file: number, time (ns since the epoch), linktype, data,
+# original length. (A Kafka record is `kdissect.decode.records.Record`.)
+CaptureRecord = tuple[int, int, int, bytes, int]
 
 PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": ("<", 1000),  # nanoseconds per unit of the sub-second part
@@ -77,7 +79,7 @@ def read_packets(source: str | os.PathLike[str] | BinaryIO,
 
 
 def read_records(source: str | os.PathLike[str] | BinaryIO,
-                 report: Report | None = None) -> Iterator[Record]:
+                 report: Report | None = None) -> Iterator[CaptureRecord]:
     """The fast form of read_packets: plain tuples, no object per packet."""
     raw, owned = _open(source)
     stream: Reader = raw
@@ -158,7 +160,7 @@ class _PcapLayout:
         return 16 + captured
 
 
-def _pcap_records(stream: Reader, magic: bytes, report: Report) -> Iterator[Record]:
+def _pcap_records(stream: Reader, magic: bytes, report: Report) -> Iterator[CaptureRecord]:
     endian, resolution = PCAP_MAGICS[magic]
     rest = _read_exact(stream, 20)
     if len(rest) < 20:
@@ -175,7 +177,7 @@ def _pcap_records(stream: Reader, magic: bytes, report: Report) -> Iterator[Reco
 
 def _pcap_run(stream: Reader, layout: _PcapLayout, number: int, seconds: int,
               oversized: _OversizedRecords, report: Report
-              ) -> Generator[Record, None, tuple[int, int, Reader | None]]:
+              ) -> Generator[CaptureRecord, None, tuple[int, int, Reader | None]]:
     """Records until the end, or until a corrupt record header (then: where to resume)."""
     record_header = struct.Struct(layout.endian + "IIII").unpack
     read, resolution, linktype = stream.read, layout.resolution, layout.linktype
@@ -318,14 +320,15 @@ class _Section:
         self.block_header = struct.Struct(endian + "II").unpack
 
 
-def _pcapng_records(stream: Reader, report: Report) -> Iterator[Record]:
+def _pcapng_records(stream: Reader, report: Report) -> Iterator[CaptureRecord]:
     section = _read_section_header(stream, PCAPNG_MAGIC, report, first=True)
     number = 0
     while section is not None:
         header = _read_exact(stream, 8)
         if len(header) < 8:
             if header:
-                report(warn(f"capture cut short: a block header after packet {number} is incomplete", id="pcap.cut_short"))
+                report(warn(f"capture cut short: a block header after packet {number} is incomplete",
+                            id="pcap.cut_short"))
             return
         block_type, length = section.block_header(header)
         if block_type == BLOCK_SHB:
@@ -384,14 +387,16 @@ def _pcapng_block(section: _Section, block_type: int, body: bytes, number: int,
     elif block_type == BLOCK_PB:
         return _obsolete_packet(section, body, number, report)
     elif block_type not in QUIET_BLOCKS:
-        report(note(f"pcapng block of unknown type 0x{block_type:08x} after packet {number} skipped", id="pcap.unknown_block"))
+        report(note(f"pcapng block of unknown type 0x{block_type:08x} after packet {number} skipped",
+                    id="pcap.unknown_block"))
     return None
 
 
 def _enhanced_packet(section: _Section, body: bytes, number: int,
                      report: Report) -> tuple[int, int, bytes, int] | None:
     if len(body) < 24:
-        report(error(f"enhanced packet block after packet {number} is too short; skipped", id="pcap.record_corrupt"))
+        report(error(f"enhanced packet block after packet {number} is too short; skipped",
+                     id="pcap.record_corrupt"))
         return None
     interface_id, high, low, captured, original = section.epb(body)
     return _packet_record(section, interface_id, (high << 32) | low, body, 20, captured,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import BinaryIO
 
-from kdissect.ingest.capture import CaptureError, Record, Report, read_records
+from kdissect.ingest.capture import CaptureError, CaptureRecord, Report, read_records
 
 CaptureSource = str | os.PathLike[str] | BinaryIO
 MAX_RUNS = 1 << 16  # file changes remembered; the oldest half goes when more pile up
@@ -60,7 +60,7 @@ def source_name(source: CaptureSource) -> str:
 def merged_records(sources: Sequence[CaptureSource], origins: PacketOrigins,
                    report: Report | None = None,
                    unreadable: Callable[[int, CaptureError], None] | None = None,
-                   ) -> Iterator[Record]:
+                   ) -> Iterator[CaptureRecord]:
     """The records of every source as one capture: merged by time, numbered from 1.
 
     With one source this is that source's records (and origins name it). Raises
@@ -94,12 +94,12 @@ def _naming(name: str, report: Report | None) -> Report | None:
     return lambda note: report(replace(note, message=f"{name}: {note.message}"))
 
 
-def _tagged(first: Record, rest: Iterator[Record], index: int
-            ) -> Iterator[tuple[float, int, Record]]:
+def _tagged(first: CaptureRecord, rest: Iterator[CaptureRecord], index: int
+            ) -> Iterator[tuple[float, int, CaptureRecord]]:
     yield first[1], index, first
     for record in rest:
         yield record[1], index, record
 
 
-def _merge_key(item: tuple[float, int, Record]) -> tuple[float, int]:
+def _merge_key(item: tuple[float, int, CaptureRecord]) -> tuple[float, int]:
     return item[0], item[1]
