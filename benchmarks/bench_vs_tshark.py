@@ -46,9 +46,9 @@ from make_capture import build  # noqa: E402
 GNU_TIME = "/usr/bin/time"
 TSHARK_FIELDS = ["-e", "frame.number", "-e", "kafka.api_key", "-e", "kafka.api_version",
                  "-e", "kafka.correlation_id", "-e", "kafka.request_frame"]
-FIELDS_TABLE = "import sys, kdissect; print(len(kdissect.read_pcap(sys.argv[1]).fields))"
+FIELDS_TABLE = "import sys, kdissect; print(len(kdissect.read_pcap(sys.argv[1], jobs=1).fields))"
 API_TABLES = ("import sys, kdissect; from kdissect.present.tables import TABLES; "
-              "c = kdissect.read_pcap(sys.argv[1]); "
+              "c = kdissect.read_pcap(sys.argv[1], jobs=1); "
               "print(len(c.messages), len(c.exchanges), *(len(c.table(name)) for name in TABLES))")
 
 
@@ -71,20 +71,22 @@ def run(command: list[str]) -> Run:
 
 
 def count_messages(kdissect: str, capture: Path) -> int:
-    with subprocess.Popen([kdissect, str(capture)], stdout=subprocess.PIPE) as process:
+    with subprocess.Popen([kdissect, "--jobs", "1", str(capture)], stdout=subprocess.PIPE) as process:
         assert process.stdout is not None
         return sum(1 for _ in process.stdout)
 
 
 def jobs(kdissect: str, tshark: str, capture: Path) -> list[tuple[str, list[str], list[str]]]:
+    """One process against one process: `--jobs 1` (bench_jobs.py measures more jobs)."""
     path = str(capture)
+    one = [kdissect, "--jobs", "1"]
     return [
-        ("summary", [kdissect, path], [tshark, "-r", path, "-T", "fields", *TSHARK_FIELDS]),
-        ("`-i` vs `tshark -V`", [kdissect, "-i", path], [tshark, "-r", path, "-V"]),
+        ("summary", [*one, path], [tshark, "-r", path, "-T", "fields", *TSHARK_FIELDS]),
+        ("`-i` vs `tshark -V`", [*one, "-i", path], [tshark, "-r", path, "-V"]),
         ("`read_pcap` + every per-API table vs `tshark -V`",
          [sys.executable, "-c", API_TABLES, path], [tshark, "-r", path, "-V"]),
-        ("`-V` vs `tshark -V`", [kdissect, "-V", path], [tshark, "-r", path, "-V"]),
-        ("`-T jsonl` vs `tshark -T json`", [kdissect, "-T", "jsonl", path], [tshark, "-r", path, "-T", "json"]),
+        ("`-V` vs `tshark -V`", [*one, "-V", path], [tshark, "-r", path, "-V"]),
+        ("`-T jsonl` vs `tshark -T json`", [*one, "-T", "jsonl", path], [tshark, "-r", path, "-T", "json"]),
         ("`fields` table vs `tshark -V`", [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
     ]
 
