@@ -36,7 +36,7 @@ from kdissect.decode.records import (
     decode_records,
     record_rows,
 )
-from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, message_plan
+from kdissect.decode.schema.plan import message_plan
 from kdissect.decode.tree import Node
 from kdissect.pair.message import Message
 from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
@@ -139,21 +139,7 @@ def carries_records(message: Message) -> bool:
 @functools.cache
 def _plan_has_records(api_key: int, version: int, kind: str) -> bool:
     plan = message_plan(api_key, version, kind)
-    return plan is not None and _struct_has_records(plan.body, set())
-
-
-def _struct_has_records(plan: StructPlan, seen: set[str]) -> bool:
-    if plan.name in seen:
-        return False
-    seen.add(plan.name)
-    return any(_field_has_records(f, seen) for f in (*plan.fields, *plan.tagged.values()))
-
-
-def _field_has_records(field: FieldPlan, seen: set[str]) -> bool:
-    if field.kind is Kind.RECORDS:
-        return True
-    inner = field.element if field.element is not None else field
-    return inner.struct is not None and _struct_has_records(inner.struct, seen)
+    return plan is not None and plan.body.holds_records
 
 
 def _in_context(root: Node, wanted: Callable[[Node], bool]

@@ -62,14 +62,18 @@ class StructPlan:
     @property
     def holds_records(self) -> bool:
         """Whether a `records` field sits anywhere in this struct (Produce, Fetch...)."""
-        return any(_holds_records(f) for f in self.fields) or any(
-            _holds_records(f) for f in self.tagged.values())
+        return _struct_holds_records(self)
+
+
+@functools.cache  # plans live as long as the process and compare by identity
+def _struct_holds_records(plan: StructPlan) -> bool:
+    return any(_holds_records(f) for f in (*plan.fields, *plan.tagged.values()))
 
 
 def _holds_records(field: FieldPlan) -> bool:
     while field.element is not None:
         field = field.element
-    return field.kind is Kind.RECORDS or (field.struct is not None and field.struct.holds_records)
+    return field.kind is Kind.RECORDS or (field.struct is not None and _struct_holds_records(field.struct))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
