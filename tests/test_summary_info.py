@@ -27,7 +27,7 @@ from kdissect.error_codes import error_name
 from kdissect.pair.message import Message
 from kdissect.present.summary import info
 from tests.craft import Conversation, ethernet, kafka_request, records, write_pcap
-from tests.test_interop_captures import captures, messages, tshark_rows
+from tests.test_interop_captures import decoded_by_tshark, messages, tshark_rows
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 TANSU = CAPTURES / "tansu_records.pcap"
@@ -43,25 +43,20 @@ def facts(message: Message) -> dict[str, str]:
 
 def test_summary_info_agrees_with_tshark_on_third_party_captures(public_captures: Path) -> None:
     compared = Counter[str]()
-    for path in captures(public_captures):
-        rows = tshark_rows(path)
-        for message in messages(path):
-            theirs = rows.get(message.frame.last_packet)
-            if theirs is None or message.api_key is None:
-                continue
-            topics, partitions, errors, _, groups = theirs
-            said = facts(message)
-            assert said.get("topics", "") == ",".join(dict.fromkeys(topics)), (path.name, message.number)
-            assert said.get("group", "") == ",".join(dict.fromkeys(groups)), (path.name, message.number)
-            named = Counter(error_name(int(code)) for code in errors if code != "0")
-            expected = ",".join(f"{name}x{n}" if n > 1 else name for name, n in named.items())
-            assert said.get("errors", "") == expected, (path.name, message.number)
-            if message.api_key in PARTITION_COUNTS and partitions:
-                assert said["partitions"] == str(len(partitions)), (path.name, message.number)
-                compared["partitions"] += 1
-            compared["messages"] += 1
-            compared["topics"] += bool(topics)
-            compared["groups"] += bool(groups)
+    for path, message, theirs in decoded_by_tshark(public_captures):
+        topics, partitions, errors, _, groups = theirs
+        said = facts(message)
+        assert said.get("topics", "") == ",".join(dict.fromkeys(topics)), (path.name, message.number)
+        assert said.get("group", "") == ",".join(dict.fromkeys(groups)), (path.name, message.number)
+        named = Counter(error_name(int(code)) for code in errors if code != "0")
+        expected = ",".join(f"{name}x{n}" if n > 1 else name for name, n in named.items())
+        assert said.get("errors", "") == expected, (path.name, message.number)
+        if message.api_key in PARTITION_COUNTS and partitions:
+            assert said["partitions"] == str(len(partitions)), (path.name, message.number)
+            compared["partitions"] += 1
+        compared["messages"] += 1
+        compared["topics"] += bool(topics)
+        compared["groups"] += bool(groups)
     assert compared["messages"] >= 15 and compared["topics"] >= 8 and compared["groups"] >= 3
     assert compared["partitions"] >= 4
 
