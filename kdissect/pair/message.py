@@ -160,8 +160,11 @@ class Message:
             return None
         if not self.is_request and self._pair is None:
             return None
-        if message_plan(key, version, self.kind) is None:
+        plan = message_plan(key, version, self.kind)
+        if plan is None:
             return raw_message_rows(self.frame.data, self.kind, key, version)
+        if plan.body.holds_records:  # laid out by the tree: do not decode the batches twice
+            return None
         values = self._fast_values(False)  # a pass over every message's rows must not keep values
         return None if values is None else message_rows(self.frame.data, self.kind, key, version, values)
 
