@@ -384,9 +384,9 @@ def test_lossy_pathology_recovers_99_percent_of_the_recoverable_and_invents_noth
     recoverable = bound.recoverable(wanted, built[variant])
     score = bound.score(wanted, bound.kdissect_found(built[variant], DEFAULT_PORTS), recoverable)
     assert score.invented == 0
-    # 99% of what is recoverable; the live load capture holds about a hundred messages per
-    # variant, so one message (the first after a mid-stream cut, found by resynchronisation)
-    # may be missed there.
+    # 99% of what is recoverable; the live load capture holds only about a hundred messages
+    # per variant, so one missed message is allowed there (seen once in several runs, on the
+    # cut variant: 90 of 91; which message and why is not yet known).
     assert score.recoverable - score.recovered <= max(1, 0.01 * score.recoverable)
     assert score.recoverable < len(wanted)  # the variant did lose messages
 
