@@ -218,6 +218,32 @@ def test_lost_response_header_resynchronises_on_an_in_flight_correlation_id(tmp_
         f"resynchronised: skipped {len(responses[2]) - 20} bytes before this frame"]
 
 
+def test_response_to_a_lost_request_is_found_past_a_false_candidate(tmp_path: Path) -> None:
+    # Request 2 is lost, and so is the head of response 1, whose remaining bytes hold a
+    # false header (a large size, an id no request used) that can only be judged
+    # megabytes later. Response 2 answers no request in flight, but its id lies between
+    # the ids in flight, so it is confirmed as soon as its bytes are in, not skipped for
+    # response 3.
+    false_header = struct.pack(">ii", 262528, 0x10302D30)
+    responses = [kafka_response(1, b"\xff" * 20 + false_header + b"\xff" * 40),
+                 kafka_response(2, b"\xff" * 3000), kafka_response(3, b"\xff" * 50),
+                 kafka_response(4, b"\xff" * 50)]
+    talk = _conversation()
+    talk.handshake()
+    sent = [talk.send(True, metadata_request(i)) for i in range(1, 5)]
+    (head, _rest) = talk.send(False, responses[0][:12]) + talk.send(False, responses[0][12:])
+    talk.send(False, responses[1], chunk=1000)
+    talk.send(False, responses[2] + responses[3])
+    for lost in (*sent[1], head):
+        talk.packets.remove(lost)
+    frames, _ = _read(tmp_path, talk.packets)
+    responses_seen = [f for f in frames if f.direction.value == "response"]
+    assert [(f.data, f.complete) for f in responses_seen] == [(r, True) for r in responses[1:]]
+    assert [n.message for n in responses_seen[0].notes] == [
+        "12 bytes missing before this frame, at stream offset 0 (segments lost (never captured))",
+        f"resynchronised: skipped {len(responses[0]) - 12} bytes before this frame"]
+
+
 def test_mid_stream_start(tmp_path: Path) -> None:
     talk = _conversation(client_isn=7000, server_isn=9000)
     talk.handshake()

@@ -380,9 +380,9 @@ class Framer:
 
         Candidates are tried in stream order. One that needs more bytes to be judged
         holds the scan (bytes before it are dropped) until they come, or until it
-        could only be confirmed beyond RESYNC_WAIT bytes; but a response whose
-        correlation id is not in flight holds it only until a later candidate that
-        is in flight is confirmed.
+        could only be confirmed beyond RESYNC_WAIT bytes; but a response that answers
+        no known request holds it only until a later candidate that does is confirmed
+        (one in flight, or one whose request fell into a hole: see `_expected`).
         """
         settings = self.exchange.settings
         pattern = settings.request_pattern if self.requests else settings.response_pattern
@@ -393,18 +393,18 @@ class Framer:
                 break
             position = match.start()
             verdict = self._candidate(position, final)
-            if verdict and (waiting is None or self._in_flight(position)):
+            if verdict and (waiting is None or self._expected(position)):
                 self._discard(position)
                 if self.skipped:
                     self.notes.append(warn(f"resynchronised: skipped {self.skipped} bytes before this frame",
                                            id="kafka.resync"))
                 self.synced, self.skipped, self.scan, self.lookahead = True, 0, 0, 0
                 return True
-            if verdict is None and waiting is not None and later is None and self._in_flight(position):
+            if verdict is None and waiting is not None and later is None and self._expected(position):
                 later = position  # worth judging again when its bytes come
             if verdict is None and waiting is None:
                 waiting = position
-                if self.requests or self._in_flight(position):
+                if self._expected(position):
                     break
                 position = max(position, self.lookahead - self.buffer_offset - 1)
             position += 1
@@ -421,6 +421,17 @@ class Framer:
     def _in_flight(self, position: int) -> bool:
         return self.requests or _CORRELATION.unpack_from(
             self.buffer, position + 4)[0] in self.exchange.in_flight
+
+    def _expected(self, position: int) -> bool:
+        """A candidate that answers a known request: one in flight, or one whose request
+        the capture lost (its id lies between the last answered and the newest in flight,
+        as ids grow per connection)."""
+        if self.requests:
+            return True
+        correlation_id = _CORRELATION.unpack_from(self.buffer, position + 4)[0]
+        in_flight = self.exchange.in_flight
+        return correlation_id in in_flight or (
+            bool(in_flight) and self.exchange.answered < correlation_id < next(reversed(in_flight)))
 
     def _candidate(self, position: int, final: bool) -> bool | None:
         """Whether a frame starts at `position`: True, False, or None (wait for more bytes).
