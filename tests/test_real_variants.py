@@ -385,8 +385,9 @@ def test_lossy_pathology_recovers_99_percent_of_the_recoverable_and_invents_noth
     score = bound.score(wanted, bound.kdissect_found(built[variant], DEFAULT_PORTS), recoverable)
     assert score.invented == 0
     # 99% of what is recoverable; the live load capture holds only about a hundred messages
-    # per variant, so one missed message is allowed there (seen once in several runs, on the
-    # cut variant: 90 of 91; which message and why is not yet known).
+    # per variant, recorded afresh each run, so one missed message is allowed there. The one
+    # cause seen (a whole response to a lost request skipped past a false candidate) is
+    # fixed and pinned in test_framing.py; 84 further recordings missed none.
     assert score.recoverable - score.recovered <= max(1, 0.01 * score.recoverable)
     assert score.recoverable < len(wanted)  # the variant did lose messages
 
