@@ -20,6 +20,7 @@ from typing import Any
 
 from kdissect.decode.records import decode_records, record_rows
 from kdissect.decode.schema.plan import Kind, StructPlan
+from kdissect.decode.walks import PathWalk, path_walk
 
 Values = dict[str, Any]
 Reader = Callable[[list[Any]], str | None]
@@ -176,9 +177,15 @@ def entities(plan: StructPlan, values: Values, entity_type: str) -> list[Any]:
     """Every value of the fields whose definition names `entity_type` (`topicName`,
     `groupId`, ...), anywhere in a body, in order; nulls left out."""
     items: list[Any] = []
-    for path in entity_paths(plan, entity_type):
-        items.extend(_walk([values], path))
+    for walk in entity_walks(plan, entity_type):
+        items.extend(walk(values))
     return items
+
+
+@functools.cache
+def entity_walks(plan: StructPlan, entity_type: str) -> tuple[PathWalk, ...]:
+    """The compiled walks of `entity_paths`, in the same order."""
+    return tuple(path_walk(plan, path) for path in entity_paths(plan, entity_type))
 
 
 @functools.cache
@@ -212,6 +219,7 @@ __all__ = [
     "distinct",
     "entities",
     "entity_paths",
+    "entity_walks",
     "found",
     "known",
     "milliseconds",
