@@ -3,7 +3,7 @@
 `-i`'s errors, topics and change marks and the `errors` table read a body through walks
 that look only where the plan says the fields are. The references here walk everything:
 the interpreter's tree node by node (error codes, the scopes of the change marks), and the
-generic field-name walk over flat values (entity paths).
+generic field-name walk over flat values (entity paths, the paths of the summary rules).
 """
 
 from __future__ import annotations
@@ -16,7 +16,14 @@ from kdissect.decode.dissect import message_body
 from kdissect.decode.schema import message_plan
 from kdissect.decode.tree import Node
 from kdissect.decode.walks import chain_path, error_walk
-from kdissect.dissectors.summaries import _walk, entity_paths, entity_walks
+from kdissect.dissectors.everyday import RULES
+from kdissect.dissectors.summaries import (
+    RuleSummary,
+    _alternative,
+    _walk,
+    entity_paths,
+    entity_walks,
+)
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present.changes import SCOPE_NAMES, _state, body_state
@@ -61,6 +68,14 @@ def _check(message: Message) -> bool:
         assert walked == [item for path in entity_paths(plan, entity_type) for item in _walk([body], path)]
     if not message.is_request:
         assert body_state(message) == _state(scoped_structs(TreeBody(tree)))
+    rules = RULES.get(message.api_key or -1)
+    if rules is not None:
+        summary = RuleSummary(rules[0] if message.is_request else rules[1])
+        for _, paths, _ in summary.rules:
+            for path in paths.split("|"):
+                walked = _alternative(plan, path)(body)
+                assert walked == (_walk([body], path.split(".")) if path else [body]), path
+        assert summary.for_plan(plan)(body) == summary(body)
     return True
 
 

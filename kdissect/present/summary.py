@@ -11,7 +11,7 @@ from kdissect.decode.tree import printable
 from kdissect.decode.values import Values
 from kdissect.decode.walks import Chain, PathWalk, error_walk
 from kdissect.dissectors.registry import dissector
-from kdissect.dissectors.summaries import entity_walks
+from kdissect.dissectors.summaries import RuleSummary, entity_walks
 from kdissect.error_codes import error_name
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
@@ -105,7 +105,7 @@ def info(message: Message, *, body_info: bool = False) -> str:
             shown = ",".join(printable(str(name)) for name in names[:_MAX_TOPICS])
             more = len(names) - _MAX_TOPICS
             parts.append(f"{label}={shown}" + (f" (+{more})" if more > 0 else ""))
-        extra = _api_summary(message, body)
+        extra = _api_summary(message, body, plan)
         if extra:
             parts.append(extra)
         errors = error_counts(body, plan) if plan is not None else {}
@@ -121,11 +121,16 @@ def info(message: Message, *, body_info: bool = False) -> str:
     return " ".join(parts)
 
 
-def _api_summary(message: Message, body: Values) -> str:
+def _api_summary(message: Message, body: Values, plan: StructPlan | None) -> str:
     meaning = dissector(message.api_key)
     if meaning is None:
         return ""
-    return printable(meaning.summary(body, message.kind))  # it may quote strings from the wire
+    summarize = meaning.request_summary if message.is_request else meaning.response_summary
+    if summarize is None:
+        return ""
+    if plan is not None and isinstance(summarize, RuleSummary):  # its paths compiled for the plan
+        return printable(summarize.for_plan(plan)(body))
+    return printable(summarize(body))  # it may quote strings from the wire
 
 
 # What the summary names by the definitions' entity types, in this order.
