@@ -22,7 +22,7 @@ walk looks for them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan
@@ -281,18 +281,5 @@ def _path_steps(source: _Source, plan: StructPlan, path: tuple[str, ...], item: 
         source.emit(indent + 1, "pass")
 
 
-def struct_plans(plan: StructPlan) -> Iterator[StructPlan]:
-    """Every struct plan reachable from `plan` (itself first), each once."""
-    seen: set[int] = set()
-    stack = [plan]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        stack.extend(inner for f in reversed(current.fields) if (inner := inner_struct(f)) is not None)
-
-
 __all__ = ["Chain", "ErrorFound", "ErrorWalk", "PathWalk", "ScopeWalk", "chain_path", "chain_structs",
-           "error_walk", "inner_struct", "is_error_code", "path_walk", "scope_walk", "struct_plans"]
+           "error_walk", "inner_struct", "is_error_code", "path_walk", "scope_walk"]
