@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from kdissect.decode import records
-from kdissect.decode.records import Entry, LegacyMessage
+from kdissect.decode.record_check import records_clean
 from kdissect.decode.schema.plan import FieldPlan, Kind, MessagePlan, StructPlan
 
 StructDecoder = Callable[[bytes, int, int], tuple[dict[str, Any], int]]
@@ -95,21 +95,13 @@ def check_records(data: bytes, start: int, end: int) -> None:
     A `records` field's value is its bytes, on either path; what the fast path
     must not lose is the interpreter's notes on them (a CRC mismatch, a batch
     cut short, data that does not decompress), so batches with any go to it.
-    Decoding them here costs the codecs and a pass over each record, not a tree.
+    Checking them costs the codecs and a pass over each record's varints
+    (`record_check.records_clean`, which answers as decoding them would), not a tree.
     """
     if end > len(data):
         raise Unusual("records past the frame")
-    if not _clean(records.decode_records(data, start, end, max_decompressed=records.MAX_DECOMPRESSED_BYTES)):
+    if not records_clean(data, start, end, records.MAX_DECOMPRESSED_BYTES):
         raise Unusual("record batches with notes")
-
-
-def _clean(entries: Iterable[Entry]) -> bool:
-    for entry in entries:
-        if entry.notes:
-            return False
-        if isinstance(entry, LegacyMessage) and not _clean(entry.inner):
-            return False
-    return True
 
 
 class _ArrayCodecs(dict[int, struct.Struct]):

@@ -20,6 +20,7 @@ from typing import Any
 
 from kdissect.decode.records import decode_records, record_rows
 from kdissect.decode.schema.plan import Kind, StructPlan
+from kdissect.decode.walks import PathWalk, path_walk
 
 Values = dict[str, Any]
 Reader = Callable[[list[Any]], str | None]
@@ -59,18 +60,64 @@ def _flatten(items: list[Any]) -> list[Any]:
     return flat
 
 
-def summarize(rules: Sequence[Rule]) -> Callable[[Values], str]:
-    """The summary function of a rule table: `label=value` for each rule that has something."""
+class RuleSummary:
+    """The summary function of a rule table: `label=value` for each rule that has something.
 
-    def summary(body: Values) -> str:
+    Called with a body's values it follows each rule's paths by field name; `for_plan`
+    gives the same function for the bodies of one plan, its paths compiled into walks
+    (`walks.path_walk`) that read only the fields on them.
+    """
+
+    __slots__ = ("_compiled", "rules")
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = tuple(rules)
+        self._compiled: dict[int, tuple[StructPlan, Callable[[Values], str]]] = {}
+
+    def __call__(self, body: Values) -> str:
         parts = []
-        for label, paths, read in rules:
+        for label, paths, read in self.rules:
             shown = read(found(body, paths))
             if shown is not None:
                 parts.append(f"{label}={shown}")
         return " ".join(parts)
 
-    return summary
+    def for_plan(self, plan: StructPlan) -> Callable[[Values], str]:
+        cached = self._compiled.get(id(plan))
+        if cached is not None and cached[0] is plan:
+            return cached[1]
+        rules = tuple((label, tuple(_alternative(plan, path) for path in paths.split("|")), read)
+                      for label, paths, read in self.rules)
+
+        def summary(body: Values) -> str:
+            parts = []
+            for label, walks, read in rules:
+                items: list[Any] = []
+                for walk in walks:
+                    items = walk(body)
+                    if items:
+                        break
+                shown = read(items)
+                if shown is not None:
+                    parts.append(f"{label}={shown}")
+            return " ".join(parts)
+
+        self._compiled[id(plan)] = (plan, summary)
+        return summary
+
+
+def _alternative(plan: StructPlan, path: str) -> PathWalk:
+    """The walk of one of a rule's paths; the empty path is the body itself."""
+    return path_walk(plan, tuple(path.split("."))) if path else _itself
+
+
+def _itself(values: Values) -> list[Any]:
+    return [values]
+
+
+def summarize(rules: Sequence[Rule]) -> RuleSummary:
+    """The summary function of a rule table: `label=value` for each rule that has something."""
+    return RuleSummary(rules)
 
 
 # -- readers: how the values found at a path read -----------------------------------
@@ -176,9 +223,15 @@ def entities(plan: StructPlan, values: Values, entity_type: str) -> list[Any]:
     """Every value of the fields whose definition names `entity_type` (`topicName`,
     `groupId`, ...), anywhere in a body, in order; nulls left out."""
     items: list[Any] = []
-    for path in entity_paths(plan, entity_type):
-        items.extend(_walk([values], path))
+    for walk in entity_walks(plan, entity_type):
+        items.extend(walk(values))
     return items
+
+
+@functools.cache
+def entity_walks(plan: StructPlan, entity_type: str) -> tuple[PathWalk, ...]:
+    """The compiled walks of `entity_paths`, in the same order."""
+    return tuple(path_walk(plan, path) for path in entity_paths(plan, entity_type))
 
 
 @functools.cache
@@ -206,12 +259,14 @@ def _paths(plan: StructPlan, entity_type: str, prefix: tuple[str, ...], active: 
 __all__ = [
     "MAX_SHOWN",
     "Rule",
+    "RuleSummary",
     "committed",
     "coordinators",
     "count",
     "distinct",
     "entities",
     "entity_paths",
+    "entity_walks",
     "found",
     "known",
     "milliseconds",

@@ -20,7 +20,7 @@ from typing import Any
 from kdissect.decode.tree import printable
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
-from kdissect.present.summary import error_counts
+from kdissect.present.summary import body_plan, error_counts
 
 NOT_DECODED = "n/d"
 _PERCENTILES = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
@@ -289,7 +289,8 @@ def response_errors(message: Message) -> Counter[str] | None:
     if message.is_request or message.pair is None:
         return None
     body = message.values(keep=False)
-    return None if body is None else Counter(error_counts(body))
+    plan = body_plan(message)
+    return None if body is None or plan is None else Counter(error_counts(body, plan))
 
 
 def slow_record(response: Message) -> dict[str, Any]:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 
 from kdissect.decode.schema import message_plan
+from kdissect.decode.schema.plan import StructPlan
 from kdissect.decode.tree import printable
 from kdissect.decode.values import Values
+from kdissect.decode.walks import Chain, PathWalk, error_walk
 from kdissect.dissectors.registry import dissector
-from kdissect.dissectors.summaries import entities
+from kdissect.dissectors.summaries import RuleSummary, entity_walks
 from kdissect.error_codes import error_name
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
@@ -97,14 +100,15 @@ def info(message: Message, *, body_info: bool = False) -> str:
     parts = []
     body = message.values() if body_info else None
     if body is not None:
-        for label, names in body_entities(message, body):
+        plan = body_plan(message)
+        for label, names in body_entities(message, body, plan):
             shown = ",".join(printable(str(name)) for name in names[:_MAX_TOPICS])
             more = len(names) - _MAX_TOPICS
             parts.append(f"{label}={shown}" + (f" (+{more})" if more > 0 else ""))
-        extra = _api_summary(message, body)
+        extra = _api_summary(message, body, plan)
         if extra:
             parts.append(extra)
-        errors = error_counts(body)
+        errors = error_counts(body, plan) if plan is not None else {}
         if errors:
             parts.append("errors=" + ",".join(f"{name}x{count}" if count > 1 else name
                                               for name, count in errors.items()))
@@ -117,31 +121,53 @@ def info(message: Message, *, body_info: bool = False) -> str:
     return " ".join(parts)
 
 
-def _api_summary(message: Message, body: Values) -> str:
+def _api_summary(message: Message, body: Values, plan: StructPlan | None) -> str:
     meaning = dissector(message.api_key)
     if meaning is None:
         return ""
-    return printable(meaning.summary(body, message.kind))  # it may quote strings from the wire
+    summarize = meaning.request_summary if message.is_request else meaning.response_summary
+    if summarize is None:
+        return ""
+    if plan is not None and isinstance(summarize, RuleSummary):  # its paths compiled for the plan
+        return printable(summarize.for_plan(plan)(body))
+    return printable(summarize(body))  # it may quote strings from the wire
 
 
 # What the summary names by the definitions' entity types, in this order.
 _ENTITIES = (("topics", "topicName"), ("group", "groupId"), ("transactional_id", "transactionalId"))
 
 
-def body_entities(message: Message, body: Values) -> list[tuple[str, list[str]]]:
+def body_plan(message: Message) -> StructPlan | None:
+    """The plan of a message's body, None when no definition has its API and version."""
+    if message.api_key is None or message.api_version is None:
+        return None
+    plan = message_plan(message.api_key, message.api_version, message.kind)
+    return None if plan is None else plan.body
+
+
+def body_entities(message: Message, body: Values, plan: StructPlan | None = None) -> list[tuple[str, list[str]]]:
     """(label, distinct values) of the topic names, group ids and transactional ids a body
     holds, as its definition types them; topics by field name when no plan is known."""
-    plan = None if message.api_key is None or message.api_version is None else message_plan(
-        message.api_key, message.api_version, message.kind)
+    if plan is None:
+        plan = body_plan(message)
     if plan is None:
         topics = topic_names(body)
         return [("topics", topics)] if topics else []
     found = []
-    for label, entity_type in _ENTITIES:
-        names = list(dict.fromkeys(v for v in entities(plan.body, body, entity_type) if isinstance(v, str)))
+    for label, walks in _entity_walks(plan):
+        items: list[object] = []
+        for walk in walks:
+            items.extend(walk(body))
+        names = list(dict.fromkeys(v for v in items if isinstance(v, str)))
         if names:
             found.append((label, names))
     return found
+
+
+@functools.cache
+def _entity_walks(plan: StructPlan) -> tuple[tuple[str, tuple[PathWalk, ...]], ...]:
+    """Per label, the compiled walks to the fields of its entity type (labels with none left out)."""
+    return tuple((label, walks) for label, entity_type in _ENTITIES if (walks := entity_walks(plan, entity_type)))
 
 
 def topic_names(body: Values) -> list[str]:
@@ -157,25 +183,20 @@ def topic_names(body: Values) -> list[str]:
     return list(seen)
 
 
-def error_counts(body: Values) -> dict[str, int]:
-    """Non-zero error codes anywhere in a body (every field named `ErrorCode` or
-    `...ErrorCode`), by name, with how often each occurs."""
+def error_counts(body: Values, plan: StructPlan) -> dict[str, int]:
+    """Non-zero error codes anywhere in a body of this plan (every integer field named
+    `ErrorCode` or `...ErrorCode`), by name, with how often each occurs, in wire order."""
+    codes: list[int] = []
+
+    def found(field: str, code: int, chain: Chain) -> None:
+        codes.append(code)
+
+    error_walk(plan)(body, found)
     counts: dict[str, int] = {}
-    _count_errors(body, counts)
+    for code in codes:
+        label = error_name(code)
+        counts[label] = counts.get(label, 0) + 1
     return counts
 
 
-def _count_errors(values: Values, counts: dict[str, int]) -> None:
-    for name, value in values.items():
-        if type(value) is dict:
-            _count_errors(value, counts)
-        elif type(value) is list:
-            for item in value:
-                if type(item) is dict:
-                    _count_errors(item, counts)
-        elif type(value) is int and value != 0 and name.endswith("ErrorCode"):
-            label = error_name(value)
-            counts[label] = counts.get(label, 0) + 1
-
-
-__all__ = ["body_entities", "error_counts", "info", "summary_line", "topic_names"]
+__all__ = ["body_entities", "body_plan", "error_counts", "info", "summary_line", "topic_names"]

@@ -25,11 +25,11 @@ Tagged fields are not among the flat values, so they have no columns.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from typing import Any
 
 from kdissect.decode.records import decode_records, entries_records
 from kdissect.decode.schema.plan import StructPlan, message_plan
+from kdissect.decode.walks import Chain, chain_path, chain_structs, error_walk
 from kdissect.dissectors import Values, items, known
 from kdissect.error_codes import error_name
 from kdissect.pair.message import Message
@@ -348,42 +348,46 @@ PARTITION_INDEXES = ("PartitionIndex", "Partition", "Index")
 def error_rows(message: Message, body: Values, columns: Columns) -> None:
     """Every non-zero `...ErrorCode` field of the body, wherever it sits."""
     base = None
-    for path, field, code, sibling, where in _errors(body, "", {}):
+    for path, field, code, sibling, where in _errors(message, body):
         if base is None:
             base = _message_row(message)
         _add(columns, {**base, **where, "path": path, "field": field, "error_code": code,
                        "error": error_name(code), "error_message": sibling})
 
 
-def _errors(values: Values, path: str, where: dict[str, Any]
-            ) -> Iterator[tuple[str, str, int, Any, dict[str, Any]]]:
-    """(path, field, code, its ErrorMessage, topic and partition) of each non-zero error code."""
-    where = _where(values, where)
-    for name, value in values.items():
-        at = f"{path}.{name}" if path else name
-        if type(value) is int and value and name.endswith("ErrorCode"):
-            yield at, name, value, values.get(name[: -len("Code")] + "Message"), where
-        elif isinstance(value, dict):
-            yield from _errors(value, at, where)
-        elif isinstance(value, list) and value and isinstance(value[0], dict):
-            for index, element in enumerate(value):
-                if isinstance(element, dict):
-                    yield from _errors(element, f"{at}[{index}]", where)
+def _errors(message: Message, body: Values) -> list[tuple[str, str, int, Any, dict[str, Any]]]:
+    """(path, field, code, its ErrorMessage, topic and partition) of each non-zero error code,
+    found by the plan's error walk (the one `-i` counts errors with)."""
+    if message.api_key is None or message.api_version is None:
+        return []
+    plan = message_plan(message.api_key, message.api_version, message.kind)
+    if plan is None:
+        return []
+    found: list[tuple[str, str, int, Any, dict[str, Any]]] = []
+
+    def add(field: str, code: int, chain: Chain) -> None:
+        message_field = chain[0].get(field[: -len("Code")] + "Message")
+        found.append((chain_path(chain, field), field, code, message_field, _where(chain_structs(chain))))
+
+    error_walk(plan.body)(body, add)
+    return found
 
 
-def _where(values: Values, where: dict[str, Any]) -> dict[str, Any]:
-    """The topic and partition a struct sits under, updated by its own fields."""
-    found = dict(where)
-    for name in TOPIC_NAMES:
-        if isinstance(values.get(name), str):
-            found["topic_name"] = values[name]
+def _where(structs: list[Values]) -> dict[str, Any]:
+    """The topic and partition the innermost of `structs` sits under (outermost first), each
+    struct's own fields updating what the structs around it say."""
+    found: dict[str, Any] = {}
+    for values in structs:
+        for name in TOPIC_NAMES:
+            if isinstance(values.get(name), str):
+                found["topic_name"] = values[name]
+                found.pop("partition_index", None)
+        if values.get("TopicId") is not None:
+            found["topic_id"] = uuid_text(values.get("TopicId"))
             found.pop("partition_index", None)
-    if values.get("TopicId") is not None:
-        found["topic_id"] = uuid_text(values.get("TopicId"))
-        found.pop("partition_index", None)
-    for name in PARTITION_INDEXES:
-        if type(values.get(name)) is int:
-            found["partition_index"] = values[name]
+        for name in PARTITION_INDEXES:
+            if type(values.get(name)) is int:
+                found["partition_index"] = values[name]
     return found
 
 

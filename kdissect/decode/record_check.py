@@ -1,0 +1,140 @@
+"""Whether a `records` field decodes without a single note, answered without decoding it.
+
+The fast path takes a body only when its record batches decode cleanly (see
+`generated.check_records`): the interpreter's notes on them (a CRC mismatch,
+data that does not decompress, a record cut short) must not be lost. Building
+every `Record` to learn that nothing is wrong costs more than the rest of the
+body. `records_clean` checks the same conditions as `records.decode_records`,
+in the same order, without building anything: CRCs, decompression, and a walk
+over each record's varints. It answers exactly as `decode_records` would
+(a test compares them on real and damaged batches); legacy message sets (magic
+0 and 1), rare and cheap, are decoded as usual.
+"""
+
+from __future__ import annotations
+
+from kdissect.decode.compression import DecompressionProblem, decompress
+from kdissect.decode.records import (
+    _BATCH,
+    BATCH_CRC_FROM,
+    BATCH_HEADER,
+    LOG_OVERHEAD,
+    LegacyMessage,
+    _checked,
+    crc32c,
+    decode_legacy,
+)
+
+_CONTROL_KEY_SIZE = 4  # version int16 + type int16
+
+
+def records_clean(data: bytes, start: int, end: int, cap: int) -> bool:
+    """Whether `decode_records(data, start, end, max_decompressed=cap)` gives no entry a note."""
+    pos = start
+    while pos < end:
+        if _checked(data, pos, end) is not None:  # cut short or malformed: always a note
+            return False
+        if data[pos + 16] == 2:
+            if not _batch_clean(data, pos, cap):
+                return False
+        elif not _legacy_clean(decode_legacy(data, pos, cap)):
+            return False
+        pos += LOG_OVERHEAD + int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+    return True
+
+
+def _legacy_clean(message: LegacyMessage) -> bool:
+    return not message.notes and all(not inner.notes for inner in message.inner)
+
+
+def _batch_clean(data: bytes, pos: int, cap: int) -> bool:
+    """`records.decode_batch` without a note, for a batch `_checked` found to fit."""
+    fields = _BATCH.unpack_from(data, pos)
+    end = pos + LOG_OVERHEAD + fields[1]
+    if crc32c(memoryview(data)[pos + BATCH_CRC_FROM:end]) != fields[4]:
+        return False
+    count, control = fields[12], bool(fields[5] & 0x20)
+    if count < 0:
+        return False
+    codec = fields[5] & 0x07
+    if not codec:
+        return _records_clean(data, pos + BATCH_HEADER, end, count, control)
+    try:
+        body = decompress(codec, memoryview(data)[pos + BATCH_HEADER:end], cap=cap)
+    except DecompressionProblem:
+        return False
+    return _records_clean(body, 0, len(body), count, control)
+
+
+def _records_clean(data: bytes, pos: int, end: int, count: int, control: bool) -> bool:
+    """`records._batch_records` without a note: `count` records exactly filling data[pos:end]."""
+    done = 0
+    while pos < end and done < count:
+        pos = _record_end(data, pos, end, control)
+        if pos < 0:
+            return False
+        done += 1
+    return done == count and pos == end
+
+
+def _record_end(data: bytes, pos: int, end: int, control: bool) -> int:
+    """Where the record at `pos` ends when `records._record` reads it without complaint; -1 else."""
+    length, at = _varint(data, pos, end, 5)
+    if at < 0:
+        return -1
+    record_end = at + length
+    if length < 6 or record_end > end:
+        return -1
+    at += 1  # attributes
+    for width in (10, 5):  # timestamp delta, offset delta
+        _, at = _varint(data, at, record_end, width)
+        if at < 0:
+            return -1
+    key_length, at = _bytes_end(data, at, record_end)
+    if at < 0 or (control and (key_length < _CONTROL_KEY_SIZE)):
+        return -1
+    _, at = _bytes_end(data, at, record_end)  # the value
+    if at < 0:
+        return -1
+    headers, at = _varint(data, at, record_end, 5)
+    if at < 0 or headers < 0 or 2 * headers > record_end - at:
+        return -1
+    for _ in range(headers):
+        key_length, at = _bytes_end(data, at, record_end)
+        if at < 0 or key_length < 0:  # a header key may not be null
+            return -1
+        _, at = _bytes_end(data, at, record_end)
+        if at < 0:
+            return -1
+    return record_end if at == record_end else -1
+
+
+def _bytes_end(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(length, end) of varint-length bytes (-1: null); (0, -1) where `records._varbytes` objects."""
+    length, at = _varint(data, pos, end, 5)
+    if at < 0 or length < -1:
+        return 0, -1
+    if length == -1:
+        return -1, at
+    if at + length > end:
+        return 0, -1
+    return length, at + length
+
+
+def _varint(data: bytes, pos: int, end: int, width: int) -> tuple[int, int]:
+    """A zigzag varint of at most `width` bytes within data[:end]: (value, end); (0, -1) else."""
+    if pos < end:
+        byte = data[pos]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+    raw = shift = 0
+    for at in range(pos, min(pos + width, end)):
+        byte = data[at]
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), at + 1
+        shift += 7
+    return 0, -1
+
+
+__all__ = ["records_clean"]
