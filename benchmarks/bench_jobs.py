@@ -13,9 +13,9 @@ after (the machine's other work counts: report it with the figures), and the CPU
 seconds of every process (KDISSECT_JOBS_CPU=1 makes --jobs report its workers'): for
 -V one phase (parent, workers), for the tables two, separated by `;` (reading, then
 building the tables). From these comes the speed-up on idle cores, which a loaded
-machine's wall times cannot show: per phase, the busiest worker or all the phase's CPU
-seconds spread over the cores, whichever is longer, summed over the phases
-(`idle_time`), against the CPU seconds of one job.
+machine's wall times cannot show (`idle_time`: reading, the busiest worker or all the
+phase's CPU seconds spread over the cores, whichever is longer; building tables, the
+parent's seconds plus the busiest worker's), against the CPU seconds of one job.
 
     python benchmarks/bench_jobs.py --size-mb 100
 """
@@ -98,11 +98,20 @@ def best(command: list[str], repeat: int) -> tuple[float, str, Phases]:
 
 def idle_time(phases: Phases, cores: int) -> float:
     """The wall time these CPU seconds need on `cores` otherwise idle cores, phase after
-    phase: in each, the busiest worker, or all the phase's CPU seconds (the parent's
-    merging, numbering and writing run beside the workers) spread evenly over the cores,
-    whichever is longer. A phase of one process is its own CPU seconds."""
-    return sum(max(max(phase[1:], default=phase[0]), sum(phase) / cores) if len(phase) > 1 else phase[0]
-               for phase in phases)
+    phase. Reading (the first phase): the parent merges, numbers, pairs and writes while
+    the workers read, so the busiest worker, or all the phase's CPU seconds spread evenly
+    over the cores, whichever is longer. Building tables (a later phase): the parent
+    sends and gathers before and after the workers build, so its seconds add to the
+    busiest worker's. A phase of one process is its own CPU seconds."""
+    total = 0.0
+    for index, (parent, *workers) in enumerate(phases):
+        if not workers:
+            total += parent
+        elif index == 0:
+            total += max(max(workers), (parent + sum(workers)) / cores)
+        else:
+            total += parent + max(workers)
+    return total
 
 
 def kdissect(*arguments: str) -> list[str]:

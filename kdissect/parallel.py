@@ -28,7 +28,8 @@ one process, and does what depends on the whole capture: numbering messages,
 numbering connections (in the order they were found to be Kafka), pairing and
 releasing in capture order (`pair.pairing`, unchanged), the capture's first-packet
 time, and the note of a capture without Kafka. It builds the messages from the
-frames it receives (headers only), so everything read from a message in the parent
+frames it receives and the header fields the worker read from each (before pairing
+gives a response its request's API), so everything read from a message in the parent
 is what one process reads. The heavy part can run in the workers: a `prepare`
 function is called in the worker on its own copy of each message (paired on its
 connection, which is all a body's decoding needs) and its result comes back with the
