@@ -9,10 +9,13 @@ default), then times, each in a fresh process and best of `--repeat`:
   tshark     `tshark -V` on the same file, for scale (when tshark is installed)
 
 and prints a Markdown table with the wall-time speed-up, the load average before and
-after (the machine's other work counts: report it with the figures), and for -V the
-CPU seconds of every process (KDISSECT_JOBS_CPU=1 makes --jobs report its workers'),
-from which the speed-up on idle cores is bounded: the busiest process, or all CPU
-seconds spread over the cores, whichever is longer.
+after (the machine's other work counts: report it with the figures), and the CPU
+seconds of every process (KDISSECT_JOBS_CPU=1 makes --jobs report its workers'): for
+-V one phase (parent, workers), for the tables two, separated by `;` (reading, then
+building the tables). From these comes the speed-up on idle cores, which a loaded
+machine's wall times cannot show (`idle_time`: reading, the busiest worker or all the
+phase's CPU seconds spread over the cores, whichever is longer; building tables, the
+parent's seconds plus the busiest worker's), against the CPU seconds of one job.
 
     python benchmarks/bench_jobs.py --size-mb 100
 """
@@ -46,16 +49,17 @@ def main():
     said = io.StringIO()
     with contextlib.redirect_stderr(said):  # the reading workers' CPU seconds (KDISSECT_JOBS_CPU)
         capture = read_pcap(sys.argv[1], jobs=int(sys.argv[2]))
+    read = time.process_time()
     names = capture.table_names() if sys.argv[3] == "all" else list(TABLES)
     rows = sum(len(capture.table(name)) for name in names)
     print(len(capture), rows)
     found = re.search(r"workers ([\\d., ]+)", said.getvalue())
-    readers = [float(w) for w in found.group(1).split(",")] if found else []
-    tables = sorted(parallel_tables.WORKER_CPU.values())
-    workers = [sum(pair) for pair in zip(readers, tables + [0.0] * len(readers))] or tables
-    if workers:
+    if found:
+        print("CPU seconds: parent %.2f, workers %s" % (read, found.group(1)), file=sys.stderr)
+    tables = list(parallel_tables.WORKER_CPU.values())
+    if tables:
         print("CPU seconds: parent %.2f, workers %s" % (
-            time.process_time(), ", ".join("%.2f" % w for w in workers)), file=sys.stderr)
+            time.process_time() - read, ", ".join("%.2f" % w for w in tables)), file=sys.stderr)
 
 if __name__ == "__main__":
     main()
@@ -63,11 +67,13 @@ if __name__ == "__main__":
 
 
 CPU_LINE = re.compile(r"CPU seconds: parent ([\d.]+), workers ([\d., ]+)")
+Phases = list[list[float]]  # per phase: the parent's CPU seconds, then each worker's
 
 
-def timed(command: list[str]) -> tuple[float, str, list[float]]:
+def timed(command: list[str]) -> tuple[float, str, Phases]:
     """Wall seconds, what the command printed, and the CPU seconds of its processes: the
-    process itself (and what it waited for), or with --jobs the parent and each worker."""
+    process itself (and what it waited for), or with --jobs, for each phase of the run
+    (reading; building tables), the parent's and each worker's."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     run = subprocess.run(command, stdout=subprocess.PIPE if "-c" in command[:3] else subprocess.DEVNULL,
@@ -77,24 +83,35 @@ def timed(command: list[str]) -> tuple[float, str, list[float]]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if run.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed: {run.stderr.strip()}")
-    found = CPU_LINE.search(run.stderr)
-    if found:
-        cpu = [float(found.group(1)), *(float(w) for w in found.group(2).split(","))]
-    else:
-        cpu = [after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime]
-    return seconds, (run.stdout or "").strip().splitlines()[0] if run.stdout else "", cpu
+    phases = [[float(found.group(1)), *(float(w) for w in found.group(2).split(","))]
+              for found in CPU_LINE.finditer(run.stderr)]
+    if not phases:
+        phases = [[after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime]]
+    return seconds, (run.stdout or "").strip().splitlines()[0] if run.stdout else "", phases
 
 
-def best(command: list[str], repeat: int) -> tuple[float, str, list[float]]:
+def best(command: list[str], repeat: int) -> tuple[float, str, Phases]:
     results = [timed(command) for _ in range(repeat)]
     fastest = min(results, key=lambda result: result[0])
     return fastest[0], results[0][1], fastest[2]
 
 
-def idle_bound(cpu: list[float], cores: int) -> float:
-    """The wall time these CPU seconds need on `cores` idle cores: the busiest process, or
-    all of them spread evenly, whichever is longer (a lower bound)."""
-    return max(max(cpu), sum(cpu) / cores)
+def idle_time(phases: Phases, cores: int) -> float:
+    """The wall time these CPU seconds need on `cores` otherwise idle cores, phase after
+    phase. Reading (the first phase): the parent merges, numbers, pairs and writes while
+    the workers read, so the busiest worker, or all the phase's CPU seconds spread evenly
+    over the cores, whichever is longer. Building tables (a later phase): the parent
+    sends and gathers before and after the workers build, so its seconds add to the
+    busiest worker's. A phase of one process is its own CPU seconds."""
+    total = 0.0
+    for index, (parent, *workers) in enumerate(phases):
+        if not workers:
+            total += parent
+        elif index == 0:
+            total += max(max(workers), (parent + sum(workers)) / cores)
+        else:
+            total += parent + max(workers)
+    return total
 
 
 def kdissect(*arguments: str) -> list[str]:
@@ -144,16 +161,16 @@ def main() -> None:
                 raise SystemExit(f"{name}: {found!r} with one job, {again!r} with {args.jobs}")
             label = {"-V": "kdissect -V", "tables": "read_pcap + per-API tables",
                      "all": "read_pcap + every table"}[name]
-            if len(cpu_many) > 1:  # the workers said what they used
-                spent = ", ".join(f"{c:.2f}" for c in cpu_many)
-                bound = f"{idle_bound(cpu_one, cores) / idle_bound(cpu_many, cores):.2f}x"
+            if any(len(phase) > 1 for phase in cpu_many):  # the workers said what they used
+                spent = "; ".join(", ".join(f"{c:.2f}" for c in phase) for phase in cpu_many)
+                bound = f"{idle_time(cpu_one, cores) / idle_time(cpu_many, cores):.2f}x"
             else:
                 spent, bound = "", ""
-            print(f"| {label} | {one:.2f} | {many:.2f} | {one / many:.2f}x | {sum(cpu_one):.2f} "
+            print(f"| {label} | {one:.2f} | {many:.2f} | {one / many:.2f}x | {sum(map(sum, cpu_one)):.2f} "
                   f"| {spent} | {bound} |", flush=True)
         if "tshark" not in args.skip and shutil.which("tshark"):
             seconds, _, cpu = best(["tshark", "-r", str(path), "-V", "-d", "tcp.port==9092,kafka"], 1)
-            print(f"| tshark -V (one process) | {seconds:.2f} | | | {sum(cpu):.2f} | | |")
+            print(f"| tshark -V (one process) | {seconds:.2f} | | | {sum(map(sum, cpu)):.2f} | | |")
         print(f"load after: {load()}")
 
 

@@ -28,7 +28,8 @@ one process, and does what depends on the whole capture: numbering messages,
 numbering connections (in the order they were found to be Kafka), pairing and
 releasing in capture order (`pair.pairing`, unchanged), the capture's first-packet
 time, and the note of a capture without Kafka. It builds the messages from the
-frames it receives (headers only), so everything read from a message in the parent
+frames it receives and the header fields the worker read from each (before pairing
+gives a response its request's API), so everything read from a message in the parent
 is what one process reads. The heavy part can run in the workers: a `prepare`
 function is called in the worker on its own copy of each message (paired on its
 connection, which is all a body's decoding needs) and its result comes back with the
@@ -99,6 +100,7 @@ MAX_JOBS = CLOSED_BUCKETS  # a share is a set of buckets
 BATCH_EVENTS = 256  # events a worker sends at once
 AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
 END = 1 << 62  # the packet number of what happens after the last packet
+REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
 
 Prepare = Callable[[Message], Any]
 Key = tuple[int, int, int, int, int]
@@ -303,12 +305,13 @@ class _Merge:
         connections = self.connections
         for _key, worker, what, event in heapq.merge(*streams, key=itemgetter(0)):
             if what == "frame":
-                local, request, offset, data, first, first_ns, last, last_ns, complete, notes, file, ready = event
-                frame = Frame(connections[worker, local], Direction.REQUEST if request else Direction.RESPONSE,
+                (local, request, offset, data, first, first_ns, last, last_ns, complete, notes, file, ready,
+                 correlation_id, api_key, api_version, client_id, expects_response, header_notes) = event
+                frame = Frame(connections[worker, local], REQUEST if request else RESPONSE,
                               offset, data, first, first_ns, last, last_ns, complete, notes)
                 number += 1
-                message = message_from_frame(number, frame)
-                message.file = file
+                message = Message(number, frame, request, correlation_id, api_key, api_version, client_id,
+                                  expects_response, file, list(header_notes) if header_notes else [])
                 if ready is not None:
                     self.prepared[number] = ready
                 yield message
@@ -451,18 +454,22 @@ class _Worker:
         pending.clear()
 
     def _frame(self, key: tuple[int, int, int, int], frame: Frame) -> None:
+        """A frame's event: the frame, its header fields as read here (before pairing
+        changes a response's), and what `prepare` made of it."""
         file = self.origins.name_of(frame.last_packet)
+        self.numbered += 1
+        message = message_from_frame(self.numbered, frame)
+        header = (message.correlation_id, message.api_key, message.api_version, message.client_id,
+                  message.expects_response, tuple(message.notes))
         ready = None
         if self.prepare is not None:
-            self.numbered += 1
-            message = message_from_frame(self.numbered, frame)
             message.file = file
             self.pairer.add(message)
             ready = self.prepare(message)
         self._event(key, "frame", (
-            frame.connection.index, frame.direction is Direction.REQUEST, frame.stream_offset,
+            frame.connection.index, message.is_request, frame.stream_offset,
             frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
-            frame.complete, frame.notes, file, ready))
+            frame.complete, frame.notes, file, ready, *header))
 
     def _event(self, key: tuple[int, int, int, int], what: str, event: Any) -> None:
         self.sequence += 1

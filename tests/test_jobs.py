@@ -154,6 +154,29 @@ def test_a_table_keeps_the_notes_of_trees_built_before(monkeypatch: pytest.Monke
     pd.testing.assert_frame_equal(two.messages, one.messages)
 
 
+def test_table_workers_keep_their_messages_and_learn_of_trees_built_meanwhile(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel_tables, "PARALLEL_MESSAGES", 1)
+    path = str(CAPTURES / "incident.pcap")
+    one, two = read_pcap(path, jobs=1), read_pcap(path, jobs=2)
+    pd.testing.assert_frame_equal(two.exchanges, one.exchanges)
+    workers = [process.pid for process in two._workers.processes]
+    for capture in (one, two):  # after the workers were sent the messages
+        for message in capture.message_list[::3]:
+            message.tree()
+    pd.testing.assert_frame_equal(two.messages, one.messages)
+    assert [process.pid for process in two._workers.processes] == workers
+    assert two._workers.messages is two.message_list
+
+
+def test_runs_are_consecutive_and_cover_every_message_once() -> None:
+    messages = read_pcap(str(CAPTURES / "incident.pcap"), jobs=1).message_list
+    for count in (1, 2, 4, 7, len(messages), len(messages) + 5):
+        runs = parallel_tables._runs(messages, count)
+        assert [m for run in runs for m in run] == messages
+        assert len(runs) <= count and all(runs)
+
+
 def test_workers_decode_with_the_definitions_the_command_was_given(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from kdissect.decode.schema import configure_definitions

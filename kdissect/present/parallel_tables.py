@@ -1,136 +1,235 @@
 """A capture's tables built on several processes (`read_pcap(..., jobs=N)`), equal to one's.
 
 A table's rows follow its messages in capture order, and each message's rows depend
-only on the message and its pair. So the messages that feed a table are cut into
-consecutive runs; each run goes, with the pairs of its messages, to a worker process,
-which rebuilds the messages (header fields, frame, notes, pair, and the tree when the
-parent keeps one, since its notes show) and builds the table over its run with the
-same code as one process; the parts are concatenated in order. Categorical columns are
+only on the message and its pair. So the capture's messages are cut once into
+consecutive runs of about equal bytes, `RUNS_PER_JOB` per worker process, dealt out in
+turn (run i to worker i mod N) so that every worker holds some of each part of the
+capture. Each worker is sent its runs once, with the pairs of their messages that lie
+outside them, rebuilds the messages (header fields, frame, notes, pair) and keeps them
+for every table after: a table is then one short request to each worker, which builds
+it over each of its runs with the same code as one process and sends the parts back.
+The parent puts the parts in run order and concatenates them; categorical columns are
 made again over the whole column, as one process makes them: categories sorted, or in
-order of appearance for `fields`.
+order of appearance for `fields`. A tree the parent built since the last table (its
+notes show in the tables) is built in the worker too before the next table.
 
-The worker processes (`kdissect.parallel.worker_context`) are started on the first
-table built this way and serve every capture after it, with the parent's message
-definitions; one that dies raises `WorkerError`. A table fed by fewer
-than `PARALLEL_MESSAGES` messages is built in this process: shipping costs more than
-it saves.
+The workers (`kdissect.parallel.worker_context`) are started with a capture's first
+table, take the parent's message definitions, and end with the capture (or when this
+process ends); one that dies raises `WorkerError`. A capture of fewer than
+`PARALLEL_MESSAGES` messages builds its tables in this process: shipping costs more
+than it saves.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+import gc
 import time
+import weakref
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import pandas as pd
 
 from kdissect.decode.schema import DefinitionSource
+from kdissect.decode.values import cycle_collection_paused
 from kdissect.ingest.framing import Connection, Direction, Frame
 from kdissect.pair.message import Message
 from kdissect.parallel import WorkerError, portable_definitions, use_definitions, worker_context
 
-PARALLEL_MESSAGES = 20_000  # messages feeding a table from which it is built on the workers
-RUNS_PER_JOB = 2  # runs of messages per worker process, to even out their cost
+PARALLEL_MESSAGES = 20_000  # messages of a capture from which its tables are built on the workers
+RUNS_PER_JOB = 2  # runs of messages per worker process, to even out their cost over every table
+MESSAGE_BYTES = 200  # what a message costs beyond its bytes, in bytes, when runs are cut
 
 State = tuple[Any, ...]
 Builder = Callable[[list[Message], str], pd.DataFrame]
+Link = tuple[int, Any, Any, bool]  # a connection: index, client, server, tls
+
+WORKER_CPU: dict[int, float] = {}  # CPU seconds each table worker has spent, by process id
 
 
 class TableJobs:
-    """The worker processes of one capture's tables."""
+    """The worker processes of one capture's tables, each keeping its runs of messages."""
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
+        self.messages: list[Message] | None = None  # the list the workers hold runs of
+        self.pipes: list[Any] = []
+        self.processes: list[Any] = []
+        self.trees: set[int] = set()  # messages whose trees the workers have built
 
     def build(self, name: str, messages: list[Message], feeds: Callable[[Message], bool],
               dtypes: dict[str, str], builder: Builder) -> pd.DataFrame | None:
         """Table `name` over `messages` on the workers, each run made into the table by
-        `builder` (a module-level function, sent by name); None when it is not worth it."""
-        feeding = [message for message in messages if feeds(message)]
+        `builder` (a module-level function, sent by name, which keeps the messages that
+        feed the table as it does in one process); None when it is not worth it."""
+        del feeds  # each worker's builder chooses the messages that feed the table
         definitions = portable_definitions()
-        if not feeding or len(feeding) < PARALLEL_MESSAGES or definitions is None:
+        if len(messages) < PARALLEL_MESSAGES or definitions is None:
             return None
-        runs = _runs(feeding, self.jobs * RUNS_PER_JOB)
-        pool = _pool(self.jobs)
-        try:
-            done = list(pool.map(table_part, [builder] * len(runs), [name] * len(runs),
-                                 [_states(run) for run in runs], [definitions] * len(runs)))
-        except BrokenProcessPool:
-            _POOLS.pop(self.jobs, None)
-            raise WorkerError(f"a worker process building table {name!r} died") from None
-        for _part, pid, seconds in done:
-            WORKER_CPU[pid] = WORKER_CPU.get(pid, 0.0) + seconds
-        return concatenated([part for part, _pid, _seconds in done], dtypes, appearance=name == "fields")
+        if self.messages is not messages:
+            self._start(messages, definitions)
+        trees = [m.number for m in messages if m._tree is not None and m.number not in self.trees]
+        self.trees.update(trees)
+        replies = self._ask(("table", builder, name, trees))
+        parts = sorted((part for reply in replies for part in reply), key=lambda part: part[0])
+        return concatenated([frame for _run, frame in parts], dtypes, appearance=name == "fields")
+
+    def _start(self, messages: list[Message], definitions: tuple[DefinitionSource, ...]) -> None:
+        self.stop()
+        context = worker_context(serve)
+        for index in range(self.jobs):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=serve, args=(theirs, definitions), daemon=True,
+                                      name=f"kdissect-tables-{index}")
+            process.start()
+            theirs.close()
+            self.pipes.append(mine)
+            self.processes.append(process)
+        weakref.finalize(self, _stop, self.pipes, self.processes)
+        self.messages, self.trees = messages, {m.number for m in messages if m._tree is not None}
+        runs = _runs(messages, self.jobs * RUNS_PER_JOB)
+        for index, pipe in enumerate(self.pipes):
+            _put(pipe, ("keep", *_shipment(runs, index, self.jobs)), index)
+        self._ask(None)
+
+    def _ask(self, request: tuple[Any, ...] | None) -> list[Any]:
+        """`request` to every worker (None: only their answers to what was sent), then
+        every answer, in worker order."""
+        if request is not None:
+            for index, pipe in enumerate(self.pipes):
+                _put(pipe, request, index)
+        answers = []
+        for index, (pipe, process) in enumerate(zip(self.pipes, self.processes, strict=True)):
+            try:
+                kind, payload, seconds = pipe.recv()
+            except (EOFError, OSError):
+                self.stop()
+                raise WorkerError(f"table worker {index} died") from None
+            if kind == "error":
+                self.stop()
+                raise WorkerError(f"table worker {index} failed: {payload}")
+            WORKER_CPU[process.pid] = seconds
+            answers.append(payload)
+        return answers
+
+    def stop(self) -> None:
+        _stop(self.pipes, self.processes)
+        self.pipes, self.processes, self.messages = [], [], None
 
 
-WORKER_CPU: dict[int, float] = {}  # CPU seconds each table worker spent on tables, by process id
-_POOLS: dict[int, ProcessPoolExecutor] = {}  # by size: started once, for every capture
+def _put(pipe: Any, request: tuple[Any, ...], index: int) -> None:
+    try:
+        pipe.send(request)
+    except OSError:
+        raise WorkerError(f"table worker {index} died") from None
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor:
-    pool = _POOLS.get(jobs)
-    if pool is None:
-        pool = _POOLS[jobs] = ProcessPoolExecutor(jobs, mp_context=worker_context(table_part))
-    return pool
+def _stop(pipes: list[Any], processes: list[Any]) -> None:
+    for pipe in pipes:
+        with contextlib.suppress(OSError):
+            pipe.close()  # the worker reads the end of its pipe and ends
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def _runs(messages: list[Message], count: int) -> list[list[Message]]:
-    size = -(-len(messages) // count)
-    return [messages[start:start + size] for start in range(0, len(messages), size)]
+    """`messages` cut into `count` (or fewer) consecutive runs of about equal bytes."""
+    total = sum(len(m.frame.data) for m in messages) + MESSAGE_BYTES * len(messages)
+    runs: list[list[Message]] = [[]]
+    size, share = 0, total / count
+    for message in messages:
+        if size >= share * len(runs):
+            runs.append([])
+        runs[-1].append(message)
+        size += len(message.frame.data) + MESSAGE_BYTES
+    return runs
 
 
-def _states(run: list[Message]) -> tuple[list[State], list[State]]:
-    """The run's messages as plain data, and the pairs they need from outside the run."""
-    inside = {id(message) for message in run}
-    context = [_state(pair) for message in run
+def _shipment(runs: list[list[Message]], worker: int, jobs: int) -> tuple[Any, ...]:
+    """What `worker` keeps: its runs (by index) as plain data, the pairs they need from
+    outside them, and the connections of both."""
+    mine = [(index, run) for index, run in enumerate(runs) if index % jobs == worker]
+    inside = {id(message) for _index, run in mine for message in run}
+    context = [pair for _index, run in mine for message in run
                if (pair := message.pair) is not None and id(pair) not in inside]
-    return [_state(message) for message in run], context
+    links: dict[int, Link] = {}
+    for message in (*context, *(m for _index, run in mine for m in run)):
+        connection = message.frame.connection
+        links.setdefault(connection.index, (connection.index, connection.client, connection.server,
+                                            connection.tls))
+    return ([(index, [_state(m) for m in run]) for index, run in mine],
+            [_state(m) for m in context], list(links.values()))
 
 
 def _state(message: Message) -> State:
     frame = message.frame
-    connection = frame.connection
     pair = message.pair
-    return (message.number, (connection.index, connection.client, connection.server, connection.tls),
-            frame.direction is Direction.REQUEST,
+    return (message.number, frame.connection.index, frame.direction is Direction.REQUEST,
             frame.stream_offset, frame.data, frame.first_packet, frame.first_ns, frame.last_packet,
             frame.last_ns, frame.complete, frame.notes, message.is_request, message.correlation_id,
             message.api_key, message.api_version, message.client_id, message.expects_response,
-            message.file, tuple(message.notes), None if pair is None else pair.number,
-            message._tree is not None)
+            message.file, tuple(message.notes), None if pair is None else pair.number)
 
 
-def table_part(builder: Builder, name: str, states: tuple[list[State], list[State]],
-               definitions: tuple[DefinitionSource, ...] | None) -> tuple[pd.DataFrame, int, float]:
-    """In a worker: table `name` over one run of messages, this process's id and the CPU
-    seconds it took."""
-    started = time.process_time()
-    use_definitions(definitions)
-    run, context = states
-    connections: dict[tuple[Any, ...], Connection] = {}
-    built = {state[0]: _message(state, connections) for state in (*context, *run)}
-    for state in (*context, *run):
-        message, pair = built[state[0]], built.get(state[19])
+# --- the worker --------------------------------------------------------------
+
+
+def serve(pipe: Any, definitions: tuple[DefinitionSource, ...] | None) -> None:
+    """A table worker: keeps its runs of messages and builds tables over them on request,
+    until its pipe ends. Each answer is (kind, payload, CPU seconds so far)."""
+    runs: list[tuple[int, list[Message]]] = []
+    built: dict[int, Message] = {}
+    try:
+        use_definitions(definitions)
+        while True:
+            try:
+                with cycle_collection_paused():  # a shipment is many objects, none in a cycle
+                    request = pipe.recv()
+            except (EOFError, OSError):
+                return
+            try:
+                if request[0] == "keep":
+                    with cycle_collection_paused():
+                        runs, built = _kept(*request[1:])
+                    gc.freeze()  # kept for every table: the cycle collector need not walk them again
+                    answer: tuple[str, Any] = ("kept", None)
+                else:
+                    _what, builder, name, trees = request
+                    own = {message.number for _index, run in runs for message in run}
+                    for number in trees:
+                        if number in own:
+                            built[number].tree()  # built in the parent: its notes show in the tables
+                    answer = ("parts", [(index, builder(run, name)) for index, run in runs])
+            except Exception as problem:  # every failure goes to the parent, in words
+                answer = ("error", f"{type(problem).__name__}: {problem}")
+            pipe.send((*answer, time.process_time()))
+    finally:
+        pipe.close()
+
+
+def _kept(runs: list[tuple[int, list[State]]], context: list[State],
+          links: list[Link]) -> tuple[list[tuple[int, list[Message]]], dict[int, Message]]:
+    """The worker's runs as messages, paired as in the parent, and every message it holds by
+    number (which keeps alive the responses its requests refer to weakly)."""
+    connections = {link[0]: Connection(*link) for link in links}
+    states = [*context, *(state for _index, run in runs for state in run)]
+    built = {state[0]: _message(state, connections) for state in states}
+    for state in states:
+        message, pair = built[state[0]], built.get(state[19]) if state[19] is not None else None
         if message.is_request and pair is not None and message._pair is None:
             message.link(pair)
-    messages = [built[state[0]] for state in run]
-    for state in run:
-        if state[20]:
-            built[state[0]].tree()  # kept in the parent: its notes show in `messages`
-    return builder(messages, name), os.getpid(), time.process_time() - started
+    return [(index, [built[state[0]] for state in run]) for index, run in runs], built
 
 
-def _message(state: State, connections: dict[tuple[Any, ...], Connection]) -> Message:
+def _message(state: State, connections: dict[int, Connection]) -> Message:
     (number, link, request, offset, data, first, first_ns, last, last_ns, complete, frame_notes,
      is_request, correlation_id, api_key, api_version, client_id, expects_response, file, notes,
-     _pair, _tree) = state
-    connection = connections.get(link)
-    if connection is None:
-        connection = connections[link] = Connection(*link)
-    frame = Frame(connection, Direction.REQUEST if request else Direction.RESPONSE, offset, data,
+     _pair) = state
+    frame = Frame(connections[link], Direction.REQUEST if request else Direction.RESPONSE, offset, data,
                   first, first_ns, last, last_ns, complete, frame_notes)
     return Message(number, frame, is_request, correlation_id, api_key, api_version, client_id,
                    expects_response, file, list(notes))
@@ -138,7 +237,8 @@ def _message(state: State, connections: dict[tuple[Any, ...], Connection]) -> Me
 
 def concatenated(parts: list[pd.DataFrame], dtypes: dict[str, str], *, appearance: bool) -> pd.DataFrame:
     """The parts of a table one after the other, categoricals as one process makes them."""
-    frame = pd.concat(parts, ignore_index=True)
+    filled = [part for part in parts if len(part)] or parts[:1]
+    frame = pd.concat(filled, ignore_index=True) if len(filled) > 1 else filled[0].reset_index(drop=True)
     for name, dtype in dtypes.items():
         if dtype != "category":
             continue
