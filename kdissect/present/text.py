@@ -85,17 +85,23 @@ def _child_lines(children: list[Row], child_prefix: str, lines: list[str]) -> No
     last = children[-1]
     for child in children:
         name, kind, _, display, offset, size, about, grandchildren, generated = child
-        if generated or kind in _BARE_TYPES or kind in _SPACED_DISPLAY:
+        if kind in _BARE_TYPES or kind in _SPACED_DISPLAY:
             append(branch + _line(name, kind, display, offset, size, about, generated, False))
         else:
-            tail = tails.get(about)
-            if tail is None:
-                tail = _tail(about)
             at = hexes[offset] if offset < _HEX_CACHED else f"0x{offset:04x}"
-            if display:
-                line = f"{branch}{name} {kind} = {display} [{at}, {size}B]{tail}"
+            if generated:  # bracketed, and said so after its description
+                tail = _GENERATED_TAILS.get(about) or _generated_tail(about)
+                if display:
+                    line = f"{branch}[{name} {kind} = {display}] [{at}, {size}B]{tail}"
+                else:
+                    line = f"{branch}[{name} {kind}] [{at}, {size}B]{tail}"
             else:
-                line = f"{branch}{name} {kind} [{at}, {size}B]{tail}"
+                cached = tails.get(about)
+                tail = _tail(about) if cached is None else cached
+                if display:
+                    line = f"{branch}{name} {kind} = {display} [{at}, {size}B]{tail}"
+                else:
+                    line = f"{branch}{name} {kind} [{at}, {size}B]{tail}"
             # Every part but the display, the name and the type is printable (the tails are
             # escaped when cached); escaping is per character, so a line escaped whole is
             # the same as one escaped in parts.
@@ -180,6 +186,16 @@ def _plain(text: str) -> bool:
     if len(_PLAIN) < 65536:
         _PLAIN.add(text)
     return True
+
+
+_GENERATED_TAILS: dict[str, str] = {}  # the same for generated nodes, "(generated)" added
+
+
+def _generated_tail(about: str) -> str:
+    tail = printable(f" {_cut(about, False)} (generated)" if about else " (generated)")
+    if len(_GENERATED_TAILS) < 4096:
+        _GENERATED_TAILS[about] = tail
+    return tail
 
 
 def _tail(about: str) -> str:
