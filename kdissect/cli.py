@@ -573,11 +573,9 @@ def tree_json(message: Message, *, about: bool) -> str:
     """The JSON of one message's tree, ASCII, as `message_json` writes it under "tree"."""
     import orjson
 
-    from kdissect.present.records import rows_record, tree_record
+    from kdissect.present.records import message_tree_record
 
-    rows = message.rows()
-    tree = tree_record(message.tree(), about=about) if rows is None else rows_record(rows, about=about)
-    return _ascii(orjson.dumps(tree).decode())
+    return _ascii(orjson.dumps(message_tree_record(message, about=about)).decode())
 
 
 def message_json_with_tree(message: Message, tree: str) -> str:

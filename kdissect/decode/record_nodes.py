@@ -21,7 +21,6 @@ the full bytes.
 from __future__ import annotations
 
 import contextlib
-import datetime
 from collections.abc import Iterator
 from contextvars import ContextVar
 
@@ -36,11 +35,11 @@ from kdissect.decode.records import (
     RecordHeader,
 )
 from kdissect.decode.tree import Node, printable
+from kdissect.dissectors import format_timestamp
 
 MAX_VALUE_BYTES = 64  # of a key or value shown in a display; the value keeps them all
 DECOMPRESSED_ABOUT = ("records decompressed from the {codec} data: offsets in this subtree "
                       "count from the start of the decompressed bytes, not the frame")
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _LAST_MILLISECOND = 253402300799999
 _TEXT_CONTROLS = frozenset("\t\n\r")
 
@@ -111,7 +110,7 @@ def batch_node(batch: RecordBatch, data: bytes, index: int) -> Node:
               batch.crc, batch.attributes, batch.last_offset_delta, batch.base_timestamp,
               batch.max_timestamp, batch.producer_id, batch.producer_epoch, batch.base_sequence,
               batch.record_count)
-    node = Node(f"RecordBatch[{index}]", "RecordBatch", None, _batch_display(batch),
+    node = Node(f"RecordBatch[{index}]", "RecordBatch", None, batch_display(batch),
                 batch.position, batch.size, "record batch, magic 2")
     pos = batch.position
     for (name, kind, size, about), value in zip(BATCH_FIELDS, values, strict=True):
@@ -123,7 +122,7 @@ def batch_node(batch: RecordBatch, data: bytes, index: int) -> Node:
     return node
 
 
-def _batch_display(batch: RecordBatch) -> str:
+def batch_display(batch: RecordBatch) -> str:
     count = len(batch.records)
     parts = [f"{count} record{'' if count == 1 else 's'}", f"offset {batch.base_offset}"]
     if batch.compression != "none":
@@ -158,7 +157,7 @@ def _annotate_header(node: Node, batch: RecordBatch) -> None:
 def _batch_records_node(batch: RecordBatch, data: bytes, pos: int) -> Node:
     end = batch.position + batch.size
     if batch.compression == "none" or batch.attributes & 0x07 == 0:
-        node = Node("records", "[]Record", len(batch.records), _count(len(batch.records)), pos,
+        node = Node("records", "[]Record", len(batch.records), count_text(len(batch.records)), pos,
                     end - pos, "the records of the batch")
         node.children = _record_nodes(batch, data, pos, end)
         return node
@@ -168,7 +167,7 @@ def _batch_records_node(batch: RecordBatch, data: bytes, pos: int) -> Node:
     if batch.decompressed is not None:
         body = batch.decompressed
         node.display += f", {len(body)} bytes decompressed"
-        inner = Node("decompressed", "[]Record", len(batch.records), _count(len(batch.records)),
+        inner = Node("decompressed", "[]Record", len(batch.records), count_text(len(batch.records)),
                      0, len(body), DECOMPRESSED_ABOUT.format(codec=batch.compression),
                      _record_nodes(batch, body, 0, len(body)), generated=True)
         node.children.append(inner)
@@ -184,7 +183,7 @@ def _record_nodes(batch: RecordBatch, body: bytes, start: int, end: int) -> list
 
 def record_node(batch: RecordBatch, record: Record, body: bytes, name: str) -> Node:
     b = record.bounds
-    node = Node(name, "Record", None, _record_display(record), record.position, record.size,
+    node = Node(name, "Record", None, record_display(record), record.position, record.size,
                 "a record")
     add = node.children.append
     add(Node("length", "varint", record.length, str(record.length), record.position,
@@ -211,7 +210,7 @@ def record_node(batch: RecordBatch, record: Record, body: bytes, name: str) -> N
     return node
 
 
-def _record_display(record: Record) -> str:
+def record_display(record: Record) -> str:
     if record.control is not None:
         return f"offset {record.offset}, {record.control.name} marker"
     return (f"offset {record.offset}, key {value_display(record.key)}, "
@@ -231,7 +230,7 @@ def _add_bytes(node: Node, name: str, length: int, value: bytes | None, pos: int
 def _headers_node(record: Record, pos: int, count_end: int) -> Node:
     count = len(record.headers)
     end = record.headers[-1].bounds[3] if record.headers else count_end
-    node = Node("headers", "[]Header", count, _count(count, "header"), pos, end - pos,
+    node = Node("headers", "[]Header", count, count_text(count, "header"), pos, end - pos,
                 "record headers")
     node.children.append(Node("length", "varint", count, str(count), pos, count_end - pos,
                               "number of headers that follow"))
@@ -257,7 +256,7 @@ def _header_node(header: RecordHeader, name: str) -> Node:
 
 def message_node(message: LegacyMessage, data: bytes, name: str) -> Node:
     pos = message.position
-    node = Node(name, "Message", None, _message_display(message), pos, message.size,
+    node = Node(name, "Message", None, message_display(message), pos, message.size,
                 f"legacy message, magic {message.magic}")
     fields: list[tuple[str, str, int, object, str]] = [
         ("offset", "int64", 8, message.offset, "offset (relative inside a magic 1 wrapper)"),
@@ -282,9 +281,9 @@ def message_node(message: LegacyMessage, data: bytes, name: str) -> Node:
     return node
 
 
-def _message_display(message: LegacyMessage) -> str:
+def message_display(message: LegacyMessage) -> str:
     if message.is_wrapper:
-        return f"offset {message.offset}, {message.compression} wrapper of {_count(len(message.inner), 'message')}"
+        return f"offset {message.offset}, {message.compression} wrapper of {count_text(len(message.inner), 'message')}"
     return f"offset {message.absolute_offset}, key {value_display(message.key)}, value {value_display(message.value)}"
 
 
@@ -328,7 +327,7 @@ def _legacy_value_node(message: LegacyMessage, data: bytes) -> Node:
         if stop < len(body):
             inner.append(_undecoded(body, stop, len(body)))
         node.children.append(Node("decompressed", "[]Message", len(message.inner),
-                                  _count(len(message.inner), "message"), 0, len(body),
+                                  count_text(len(message.inner), "message"), 0, len(body),
                                   DECOMPRESSED_ABOUT.format(codec=message.compression), inner,
                                   generated=True))
     return node
@@ -374,8 +373,7 @@ def timestamp_display(milliseconds: int | None) -> str:
         return "-1 (none)"
     if not 0 <= milliseconds <= _LAST_MILLISECOND:
         return str(milliseconds)
-    moment = _EPOCH + datetime.timedelta(milliseconds=milliseconds)
-    return f"{milliseconds} ({moment:%Y-%m-%d %H:%M:%S}.{milliseconds % 1000:03d} UTC)"
+    return f"{milliseconds} ({format_timestamp(milliseconds)})"
 
 
 def _generated(name: str, kind: str, value: object, at: int, about: str, display: str | None = None) -> Node:
@@ -389,8 +387,10 @@ def _undecoded(body: bytes, start: int, end: int) -> Node:
                 "bytes not decoded after a problem (see the notes)")
 
 
-def _count(count: int, noun: str = "record") -> str:
+def count_text(count: int, noun: str = "record") -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-__all__ = ["MAX_VALUE_BYTES", "entries_nodes", "entry_node", "records_unexpanded", "timestamp_display", "value_display"]
+__all__ = ["BATCH_FIELDS", "DECOMPRESSED_ABOUT", "MAX_VALUE_BYTES", "batch_display", "count_text", "entries_nodes",
+           "entry_node", "hex_value", "message_display", "record_display", "records_unexpanded", "timestamp_display",
+           "value_display"]

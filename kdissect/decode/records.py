@@ -272,15 +272,39 @@ class _Bad(Exception):
 
 def decode_records(data: bytes, position: int = 0, end: int | None = None, *,
                    max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> tuple[Entry, ...]:
-    """Every entry of data[position:end] (positions stay absolute in `data`)."""
+    """Every entry of data[position:end] (positions stay absolute in `data`).
+
+    The answers for the last frame asked about are kept: the fast path checks a
+    body's batches and `-V` or JSON then lays the same batches out, decoding once.
+    """
     end = len(data) if end is None else end
+    key = (position, end, max_decompressed)
+    kept = _LAST_FRAME.answers if data is _LAST_FRAME.data else None
+    if kept is not None and key in kept:
+        return kept[key]
     entries: list[Entry] = []
     pos = position
     while pos < end:
         entry = _entry(data, pos, end, max_decompressed)
         entries.append(entry)
         pos += entry.size
-    return tuple(entries)
+    found = tuple(entries)
+    if type(data) is bytes:  # immutable: the answer stays true
+        if kept is None:
+            _LAST_FRAME.data, kept = data, {}
+            _LAST_FRAME.answers = kept
+        kept[key] = found
+    return found
+
+
+class _LastFrame:
+    """The frame `decode_records` last decoded and its answers, by (position, end, cap)."""
+
+    data: bytes | None = None
+    answers: dict[tuple[int, int, int], tuple[Entry, ...]] = {}  # noqa: RUF012 (one per process)
+
+
+_LAST_FRAME = _LastFrame()
 
 
 def _entry(data: bytes, pos: int, end: int, cap: int) -> Entry:

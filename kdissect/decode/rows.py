@@ -25,14 +25,14 @@ from kdissect.decode.interpreter import (
     elements_follow,
     hex_display,
 )
+from kdissect.decode.record_rows import entries_rows
 from kdissect.decode.schema import dissected_api_keys
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
-from kdissect.decode.tree import printable
+from kdissect.decode.tree import Row, printable
 from kdissect.decode.values import Values
 from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
 from kdissect.dissectors.registry import dissector
 
-Row = tuple[str, str, Any, str, int, int, str, "list[Row] | None", bool]
 NAME: Final = 0
 TYPE: Final = 1
 VALUE: Final = 2
@@ -53,10 +53,18 @@ def uvarint_size(value: int) -> int:
     return size
 
 
+class _NotLaidOut(Exception):
+    """Record batches with something to say (a note): only the interpreter's tree says it."""
+
+
 def message_rows(data: bytes, kind: str, api_key: int, version: int, body: Values) -> Row | None:
-    """The whole message's tree as rows, from its body's flat values; None when unavailable."""
+    """The whole message's tree as rows, from its body's flat values; None when unavailable.
+
+    A `records` field is laid out from its decoded batches (`record_rows`), which
+    the fast path checked are clean; anything else leaves the body to the tree.
+    """
     plan = message_plan(api_key, version, kind)
-    if plan is None or plan.body.holds_records:  # record batches are laid out by the tree
+    if plan is None:
         return None
     header = _header_rows(data, kind, api_key, version)
     if header is None:
@@ -65,7 +73,10 @@ def message_rows(data: bytes, kind: str, api_key: int, version: int, body: Value
     meaning = dissector(api_key)
     displays = meaning.response_displays if meaning is not None and kind == "response" else _NO_DISPLAYS
     generated = meaning.response_generated_values(body) if meaning is not None and kind == "response" else {}
-    body_children = _Layout(displays, generated).struct(plan.body, body, header_end)
+    try:
+        body_children = _Layout(data, displays, generated).struct(plan.body, body, header_end)
+    except _NotLaidOut:
+        return None
     body_row = (plan.name, "struct", None, "", header_end, len(data) - header_end,
                 f"message body, version {version}", body_children, False)
     return _message_row(data, kind, api_key, version, header_row, body_row)
@@ -98,7 +109,7 @@ def _header_rows(data: bytes, kind: str, api_key: int, version: int) -> tuple[Ro
     if decoder is None:
         return None
     header_values, header_end = decoder(data, 4, len(data))
-    children = _Layout(_NO_DISPLAYS, {}).struct(header_struct, header_values, 4)
+    children = _Layout(data, _NO_DISPLAYS, {}).struct(header_struct, header_values, 4)
     if kind == "request":
         children[0] = _api_key_row(children[0])
     return (HEADER_NAME[kind], "header", None, f"v{header_version}", 4, header_end - 4, HEADER_ABOUT[kind],
@@ -124,27 +135,24 @@ def _api_key_row(row: Row) -> Row:
 class _Layout:
     """Rows of one body: integer displays by field name, generated values by struct identity."""
 
-    def __init__(self, displays: dict[str, Display] | Any, generated: dict[int, list[GeneratedValue]]) -> None:
+    def __init__(self, data: bytes, displays: dict[str, Display] | Any,
+                 generated: dict[int, list[GeneratedValue]]) -> None:
+        self.data = data  # the frame, for the record batches of `records` fields
         self.displays = displays
         self.generated = generated
 
     def struct(self, plan: StructPlan, values: Values, pos: int) -> list[Row]:
         """The rows of a struct's fields from `pos`, its tagged-field block last."""
         rows: list[Row] = []
-        append, displays = rows.append, self.displays
-        for field in plan.fields:
-            name, value = field.name, values[field.name]
-            if field.kind is Kind.INTEGER:  # most fields: inline
-                rule = displays.get(name) if displays else None
-                if rule is None and field.meaning is not None:  # what the schema says it is
-                    rule = SCHEMA_DISPLAYS[field.meaning]
+        append = rows.append
+        for name, size, label, about, rule, field in _field_specs(plan, self.displays):
+            value = values[name]
+            if size:  # an integer (most fields): inline
                 shown = None if rule is None else rule(value)
-                size = field.codec.size
-                append((name, field.label, value, str(value) if shown is None else shown, pos, size, field.about,
-                        None, False))
+                append((name, label, value, str(value) if shown is None else shown, pos, size, about, None, False))
                 pos += size
                 continue
-            row = self.field(field, name, value, pos, field.about)
+            row = self.field(field, name, value, pos, about)
             append(row)
             pos += row[SIZE]
         if plan.flexible:
@@ -174,6 +182,8 @@ class _Layout:
             return (name, f.label, value, "true" if value else "false", pos, 1, about, None, False)
         if kind is Kind.UUID:
             return (name, f.label, value, str(value), pos, 16, about, None, False)
+        if kind is Kind.RECORDS:
+            return self.records(f, name, value, pos, about)
         return (name, f.label, value, repr(value), pos, 8, about, None, False)  # float64
 
     def array(self, f: FieldPlan, name: str, value: list[Any] | None, pos: int, about: str) -> Row:
@@ -191,15 +201,18 @@ class _Layout:
             element = f.element
             assert element is not None
             label = element.label
+            names = _element_names(label, len(value))
+            append = children.append
             if element.kind is Kind.INTEGER:  # arrays of ids and offsets: inline
                 size = element.codec.size
-                for index, item in enumerate(value):
-                    children.append((f"{label}[{index}]", label, item, str(item), end, size, "", None, False))
+                for name_at, item in zip(names, value):  # noqa: B905 (names may be longer)
+                    append((name_at, label, item, str(item), end, size, "", None, False))
                     end += size
             else:
-                for index, item in enumerate(value):
-                    row = self.field(element, f"{label}[{index}]", item, end, "")
-                    children.append(row)
+                read = self.nested if element.kind is Kind.STRUCT else self.field
+                for name_at, item in zip(names, value):  # noqa: B905 (names may be longer)
+                    row = read(element, name_at, item, end, "")
+                    append(row)
                     end += row[SIZE]
         return (name, f.label, count, count_display(count), pos, end - pos, about, children, False)
 
@@ -214,6 +227,68 @@ class _Layout:
         presence = ("presence", "int8", 1, "1 (present)", pos, 1, NULLABLE_STRUCT_ABOUT, None, False)
         children = [presence, *self.struct(f.struct, value, pos + 1)]
         return (name, f.label, None, "struct", pos, _span(children, pos), about, children, False)
+
+
+    def records(self, f: FieldPlan, name: str, value: bytes | None, pos: int, about: str) -> Row:
+        """A `records` field as the interpreter shows it: its length prefix, then its batches."""
+        if value is None:
+            return _length_prefixed(f, name, value, pos, about)
+        length = len(value)
+        if f.compact:
+            prefix = uvarint_size(length + 1)
+            length_row = ("length", "uvarint", length + 1, f"{length + 1} (compact, len+1)", pos, prefix,
+                          f"{length} bytes of records follow", None, False)
+            form = f"(compact, len+1={length + 1})"
+        else:
+            prefix = 4
+            length_row = ("length", "int32", length, str(length), pos, 4, f"{length} bytes of records follow",
+                          None, False)
+            form = f"(int32 len={length})"
+        start = pos + prefix
+        entries = entries_rows(self.data, start, start + length)
+        if entries is None:
+            raise _NotLaidOut(name)
+        count = len(entries)
+        display = f"{length} bytes, {count} batch{'' if count == 1 else 'es'} {form}"
+        return (name, f.label, value, display, pos, prefix + length, about, [length_row, *entries], False)
+
+
+# (name, size of an integer or 0, label, about, display rule of an integer, field) of each field
+FieldSpec = tuple[str, int, str, str, "Display | None", FieldPlan]
+_SPECS: dict[tuple[int, int], tuple[StructPlan, Any, list[FieldSpec]]] = {}
+
+
+def _field_specs(plan: StructPlan, displays: dict[str, Display] | Any) -> list[FieldSpec]:
+    """What `_Layout.struct` needs of each field of `plan`, worked out once per plan and API rules."""
+    found = _SPECS.get((id(plan), id(displays)))
+    if found is not None and found[0] is plan and found[1] is displays:
+        return found[2]
+    specs: list[FieldSpec] = []
+    for field in plan.fields:
+        if field.kind is Kind.INTEGER:
+            rule = displays.get(field.name) if displays else None
+            if rule is None and field.meaning is not None:  # what the schema says it is
+                rule = SCHEMA_DISPLAYS[field.meaning]
+            specs.append((field.name, field.codec.size, field.label, field.about, rule, field))
+        else:
+            specs.append((field.name, 0, field.label, field.about, None, field))
+    _SPECS[(id(plan), id(displays))] = (plan, displays, specs)
+    return specs
+
+
+def _element_names(label: str, count: int) -> list[str]:
+    """`label[0]`, `label[1]`, ... for at least `count` elements (kept for the common sizes)."""
+    names = _ELEMENT_NAMES.get(label)
+    if names is None:
+        names = _ELEMENT_NAMES[label] = []
+    if len(names) < count:
+        if count > 4096:
+            return [f"{label}[{index}]" for index in range(count)]
+        names.extend(f"{label}[{index}]" for index in range(len(names), count))
+    return names
+
+
+_ELEMENT_NAMES: dict[str, list[str]] = {}
 
 
 def _span(children: list[Row], pos: int) -> int:

@@ -16,6 +16,10 @@ from typing import Any
 
 from kdissect.notes import Note
 
+# A node laid out as a plain tuple, for writers that need no `Node` object (`kdissect.decode.rows`):
+#     (name, type, value, display, offset, size, about, children, generated)
+Row = tuple[str, str, Any, str, int, int, str, "list[Row] | None", bool]
+
 # How objects of this tier and the pair tier show in Jupyter (HTML) and at a Python
 # prompt (text), by type. The presentation layer fills them when imported
 # (kdissect.present.html): this tier imports nothing above it.

@@ -150,10 +150,13 @@ class Message:
             self._values = found
         return found
 
-    def rows(self) -> Row | None:
+    def rows(self, *, records: bool = False) -> Row | None:
         """The message's tree laid out as rows from flat values (what `-V` and JSON write).
 
         None when the body did not take the fast path: then `tree()` is the answer.
+        Bodies holding record batches are laid out only with `records=True` (their
+        `[]Record` and `[]Header` rows are not schema arrays, which paths built from
+        rows by type would take them for).
         """
         key, version = self.api_key, self.api_version
         if key is None or version is None or self._tree is not None:
@@ -163,7 +166,7 @@ class Message:
         plan = message_plan(key, version, self.kind)
         if plan is None:
             return raw_message_rows(self.frame.data, self.kind, key, version)
-        if plan.body.holds_records:  # laid out by the tree: do not decode the batches twice
+        if plan.body.holds_records and not records:
             return None
         values = self._fast_values(False)  # a pass over every message's rows must not keep values
         return None if values is None else message_rows(self.frame.data, self.kind, key, version, values)

@@ -96,24 +96,43 @@ def tree_record(node: Node, *, about: bool = True) -> dict[str, Any]:
 
 def rows_record(row: Row, *, about: bool = True) -> dict[str, Any]:
     """The same record as `tree_record`, from a tree laid out as rows (which carry no notes)."""
-    name, kind, value, display, offset, size, text, children, generated = row
+    return _rows_record_about(row) if about else _rows_record(row)
+
+
+def _rows_record(row: Row) -> dict[str, Any]:
+    name, kind, value, display, offset, size, _, children, generated = row
     if value is not None and type(value) is not int and type(value) is not str:
         value = json_value(value)
-    record: dict[str, Any] = {"name": name, "type": kind, "value": value, "display": display,
-                              "offset": offset, "size": size}
-    if about:
-        record["about"] = text
-    record["children"] = [rows_record(child, about=about) for child in children] if children else []
+    record: dict[str, Any] = {"name": name, "type": kind, "value": value, "display": display, "offset": offset,
+                              "size": size, "children": [_rows_record(child) for child in children] if children
+                              else []}
     if generated:
         record["generated"] = True
     return record
 
 
+def _rows_record_about(row: Row) -> dict[str, Any]:
+    name, kind, value, display, offset, size, about, children, generated = row
+    if value is not None and type(value) is not int and type(value) is not str:
+        value = json_value(value)
+    record: dict[str, Any] = {"name": name, "type": kind, "value": value, "display": display, "offset": offset,
+                              "size": size, "about": about,
+                              "children": [_rows_record_about(child) for child in children] if children else []}
+    if generated:
+        record["generated"] = True
+    return record
+
+
+def message_tree_record(message: Message, *, about: bool = False) -> dict[str, Any]:
+    """A message's whole tree as JSON-ready dicts: from rows when its body took the fast path."""
+    rows = message.rows(records=True)
+    return tree_record(message.tree(), about=about) if rows is None else rows_record(rows, about=about)
+
+
 def message_json(message: Message, *, about: bool = False) -> str:
     """One message with its whole tree as one line of JSON (ASCII: wire text is escaped)."""
     record = message_record(message)
-    rows = message.rows()
-    record["tree"] = tree_record(message.tree(), about=about) if rows is None else rows_record(rows, about=about)
+    record["tree"] = message_tree_record(message, about=about)
     time, record["time"] = record["time"], 0
     text: str = orjson.dumps(record).decode()
     # `time` is the exact decimal of the capture's nanoseconds (a JSON number; a float
