@@ -38,6 +38,7 @@ from kdissect.pair.message import Message
 from kdissect.pipeline import KeyLogSource, read_messages
 from kdissect.present.html import capture_html
 from kdissect.present.records import CaptureTime, json_value
+from kdissect.present.table_spec import RowMaker
 from kdissect.present.tables import TABLES, Columns, TableSpec
 
 
@@ -641,25 +642,28 @@ def _api_frames(messages: list[Message], specs: Sequence[TableSpec]) -> dict[str
     """Tables' rows from flat values, in one pass that decodes each body once, for every
     table it feeds; a body the generated decoders leave to the interpreter keeps its
     `records` as bytes (the rows count them without a tree)."""
-    tables: list[tuple[Callable[[Message], bool], Callable[[Message, Any, Columns], None], Columns]] = [
-        (spec.feeds, spec.rows, {name: [] for name in spec.dtypes}) for spec in specs]
+    tables: list[Columns] = [{name: [] for name in spec.dtypes} for spec in specs]
+    # Which tables a message feeds depends on its API, version and direction only.
+    fed: dict[tuple[int | None, int | None, bool], list[tuple[RowMaker, Columns]]] = {}
     with records_unexpanded():
         for message in messages:
-            body: Any = _UNDECODED
-            for feeds, rows, columns in tables:
-                if feeds(message):
-                    if body is _UNDECODED:
-                        body = message.values(keep=False)  # None for a response whose request is missing
-                    if body is not None:
+            key = (message.api_key, message.api_version, message.is_request)
+            feeding = fed.get(key)
+            if feeding is None:
+                feeding = fed[key] = [(spec.rows, columns) for spec, columns in zip(specs, tables, strict=True)
+                                      if spec.feeds(message)]
+            if feeding:
+                body = message.values(keep=False)  # None for a response whose request is missing
+                if body is not None:
+                    for rows, columns in feeding:
                         rows(message, body, columns)
     frames = {}
-    for spec, (_feeds, _rows, columns) in zip(specs, tables, strict=True):
+    for spec, columns in zip(specs, tables, strict=True):
         frames[spec.name] = _typed(columns, spec.dtypes)
         columns.clear()  # let each table's lists go once it is a frame
     return frames
 
 
-_UNDECODED = object()
 
 
 # -- export -------------------------------------------------------------------
