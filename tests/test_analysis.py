@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 import kdissect
+from kdissect.error_codes import error_name
 from kdissect.present import analysis
+from kdissect.present.tables import TABLES
 from tests.conftest import CAPTURES
 
 QUORUM = CAPTURES / "quorum_story.pcap"
@@ -42,3 +46,34 @@ def test_read_pcap_filters_apis_and_takes_extra_ports():
     capture = kdissect.read_pcap(QUORUM, apis=[55], ports=[19092])
     assert set(capture.messages.api_key.dropna()) == {55}
     assert len(capture) == 32
+
+
+FUZZ_REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
+
+
+def _every_capture(public: Path) -> list[Path]:
+    return sorted([*CAPTURES.glob("*.pcap"), *FUZZ_REGRESSIONS.glob("*.pcap*"), *public.glob("*.pcap*")])
+
+
+def test_exchange_errors_read_from_the_frame_equal_the_decoded_bodies(public_captures: Path):
+    """The exchanges' `error` is read at its fixed place in the frame when it can be: it
+    must name the same code as the top-level ErrorCode of the decoded body, everywhere."""
+    compared = 0
+    for path in _every_capture(public_captures):
+        for message in kdissect.read_pcap(path, jobs=1).message_list:
+            if message.is_request:
+                continue
+            body = message.values(keep=False)
+            code = None if body is None else body.get("ErrorCode")
+            assert analysis._top_level_error(message) == (error_name(code) if type(code) is int else None)
+            compared += body is not None and "ErrorCode" in body
+    assert compared > 100
+
+
+def test_tables_made_in_one_pass_equal_each_table_made_alone(public_captures: Path):
+    for path in [CAPTURES / "incident.pcap", *_every_capture(public_captures)]:
+        capture = kdissect.read_pcap(path, jobs=1)
+        together = capture.tables()
+        for name in TABLES:
+            alone = analysis.table_of(capture.message_list, name)
+            pd.testing.assert_frame_equal(together[name], alone, check_exact=True)

@@ -413,8 +413,8 @@ DTYPES: dict[str, dict[str, str]] = {
     },
     "fields": {
         "number": "int64", "path": "category", "name": "category", "type": "category",
-        "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
-        "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
+        "value": "string", "value_int": "Int64", "display": "string", "offset": "int32",
+        "size": "int32", "depth": "int16", "generated": "bool", "file": "category",
     },
     "records": {
         **CONTEXT, "api_name": "category", "direction": "category", "topic_name": "category",

@@ -77,11 +77,23 @@ _set_slot = object.__setattr__
 _SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}  # made from these 16 bytes: ids repeat across messages
+_UUIDS_KEPT = 1 << 16  # the memo starts afresh beyond this many ids
+
+
 def make_uuid(raw: bytes) -> uuid.UUID:
-    """`uuid.UUID(bytes=raw)` without its argument checks (raw is always 16 bytes here)."""
-    value = _new_object(uuid.UUID)
-    _set_slot(value, "int", int.from_bytes(raw))
-    _set_slot(value, "is_safe", _SAFE_UNKNOWN)
+    """`uuid.UUID(bytes=raw)` without its argument checks (raw is always 16 bytes here).
+
+    UUIDs are immutable, so one made before for the same bytes is given again.
+    """
+    value = _UUIDS.get(raw)
+    if value is None:
+        value = _new_object(uuid.UUID)
+        _set_slot(value, "int", int.from_bytes(raw))
+        _set_slot(value, "is_safe", _SAFE_UNKNOWN)
+        if len(_UUIDS) >= _UUIDS_KEPT:
+            _UUIDS.clear()
+        _UUIDS[raw] = value
     return value
 
 

@@ -8,6 +8,7 @@ access and cached.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -21,9 +22,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from kdissect.apis import response_header_version
 from kdissect.decode.record_nodes import records_unexpanded
 from kdissect.decode.rows import Row
 from kdissect.decode.schema import configure_definitions
+from kdissect.decode.schema.plan import Kind, message_plan
 from kdissect.decode.tree import Node, Role
 from kdissect.decode.values import cycle_collection_paused
 from kdissect.error_codes import error_name
@@ -34,7 +37,8 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import KeyLogSource, read_messages
 from kdissect.present.html import capture_html
-from kdissect.present.records import CaptureTime, json_value, message_record
+from kdissect.present.records import CaptureTime, json_value
+from kdissect.present.table_spec import RowMaker
 from kdissect.present.tables import TABLES, Columns, TableSpec
 
 
@@ -193,13 +197,25 @@ class Capture:
         return [*GENERIC_TABLES, *TABLES]
 
     def _api_table(self, spec: TableSpec) -> pd.DataFrame:
+        """A per-API table. Built in this process, it is made together with every other
+        per-API table not built yet, in one pass that decodes each body once."""
         cache = self._api_tables
         if spec.name not in cache:
             with cycle_collection_paused():
-                cache[spec.name] = self._built(spec.name, spec.dtypes,
-                                               lambda: _api_frame(self.message_list, spec), spec.feeds)
+                cache[spec.name] = self._built(spec.name, spec.dtypes, lambda: self._api_frames(spec),
+                                               spec.feeds)
         frame: pd.DataFrame = cache[spec.name]
         return frame
+
+    def _api_frames(self, spec: TableSpec) -> pd.DataFrame:
+        """`spec`'s table, and with it (in one process) every per-API table not built yet."""
+        if self.jobs > 1:  # the others may be worth building on the workers
+            return _api_frame(self.message_list, spec)
+        pending = [spec, *(other for other in TABLES.values()
+                           if other.name not in self._api_tables and other is not spec)]
+        frames = _api_frames(self.message_list, pending)
+        self._api_tables.update(frames)
+        return frames[spec.name]
 
     @cached_property
     def records(self) -> pd.DataFrame:
@@ -315,6 +331,8 @@ def _every(_message: Message) -> bool:
 
 def table_of(messages: list[Message], name: str) -> pd.DataFrame:
     """Table `name` over `messages` in this process (what a table worker runs)."""
+    if name in TABLES:  # that table alone
+        return _api_frame(messages, TABLES[name])
     return Capture(messages).table(name)
 
 
@@ -322,14 +340,28 @@ def table_of(messages: list[Message], name: str) -> pd.DataFrame:
 
 
 def _messages_frame(messages: list[Message]) -> pd.DataFrame:
-    columns: Columns = {}
+    """One row per message: what `message_record` (JSON) says of it, filled column by
+    column; a connection's addresses are formatted once."""
+    columns: Columns = {name: [] for name in _MESSAGE_DTYPES}
+    add = [columns[name].append for name in _MESSAGE_DTYPES]
+    addresses: dict[int, tuple[str, str]] = {}
     for message in messages:
-        record = message_record(message)
-        record["notes"] = "; ".join(f"{n['severity']}: {n['message']}" for n in record["notes"])
-        for name, value in record.items():
-            columns.setdefault(name, []).append(value)
-    if not columns:
-        columns = {name: [] for name in _MESSAGE_DTYPES}
+        frame = message.frame
+        connection = frame.connection
+        ends = addresses.get(connection.index)
+        if ends is None:
+            ends = addresses[connection.index] = (_address(connection.client), _address(connection.server))
+        src, dst = ends if message.is_request else ends[::-1]
+        latency, pair = message.latency, message.pair
+        for append, value in zip(add, (
+            message.number, frame.last_packet, frame.last_ns, connection.index, src, dst,
+            str(frame.direction), message.api_key, message.api_name, message.api_version,
+            message.correlation_id, message.client_id, message.length,
+            None if pair is None else pair.number,
+            None if latency is None else round(latency * 1000.0, 6), connection.tls,
+            "; ".join(f"{n.severity}: {n.message}" for n in message.all_notes()), message.file,
+        ), strict=True):  # fmt: skip
+            append(value)
     return _typed(columns, _MESSAGE_DTYPES)
 
 
@@ -391,9 +423,48 @@ _EXCHANGE_DTYPES = {
 
 def _top_level_error(response: Message | None) -> str | None:
     """The name of a decoded response body's top-level ErrorCode, when it has one."""
-    body = None if response is None else response.values(keep=False)
-    code = None if body is None else body.get("ErrorCode")
+    if response is None or response.pair is None or response.api_key is None or response.api_version is None:
+        return None  # not decoded
+    place = _error_code_place(response.api_key, response.api_version)
+    if place is None:
+        return None  # the body has no top-level ErrorCode
+    code = _fixed_error_code(response.frame.data, *place)
+    if code is None:  # not read straight from the frame: decode the body
+        body = response.values(keep=False)
+        code = None if body is None else body.get("ErrorCode")
     return error_name(code) if type(code) is int else None
+
+
+def _fixed_error_code(data: bytes, flexible_header: bool, at: int | None) -> int | None:
+    """The ErrorCode at body offset `at` of a complete frame whose response header has no
+    tagged fields: there the decoders read it whatever follows; None when not so."""
+    start = 9 if flexible_header else 8  # size, correlation id, tagged field count
+    if at is None or len(data) < start + at + 2 or int.from_bytes(data[:4], "big") != len(data) - 4:
+        return None
+    if flexible_header and data[8] != 0:
+        return None
+    return int.from_bytes(data[start + at : start + at + 2], "big", signed=True)
+
+
+@functools.cache
+def _error_code_place(api_key: int, version: int) -> tuple[bool, int | None] | None:
+    """Where a response body's top-level ErrorCode sits: (flexible header, its offset in
+    the body when only fixed-size fields precede it, else None); None without one."""
+    plan = message_plan(api_key, version, "response")
+    fields = [] if plan is None else list(plan.body.fields)
+    names = [field.name for field in fields]
+    if "ErrorCode" not in names:
+        return None
+    at: int | None = 0
+    for field in fields[: names.index("ErrorCode") + 1]:
+        fixed = field.tag is None and field.kind in (Kind.INTEGER, Kind.FLOAT, Kind.BOOL) and field.codec.size > 0
+        at = at + field.codec.size if at is not None and fixed else None
+    error_code = fields[names.index("ErrorCode")]
+    if at is not None and error_code.codec.size == 2:
+        at -= 2
+    else:
+        at = None
+    return response_header_version(api_key, version) == 1, at
 
 
 FIELDS_CHUNK_ROWS = 50_000  # rows gathered as Python objects before becoming Arrow columns
@@ -404,34 +475,82 @@ def _fields_frame(messages: list[Message]) -> pd.DataFrame:
 
     Text columns are Arrow-backed (one buffer per chunk, not a Python object per
     cell); names, paths, types and files are categoricals whose codes are made
-    chunk by chunk. Each column's chunks are let go as soon as it is joined.
+    chunk by chunk; offsets, sizes and depths are narrow integers. Numeric columns
+    and codes grow in place (`_Growing`), so no column is ever held twice.
     """
-    categories = {name: _Categories() for name, dtype in _FIELD_DTYPES.items() if dtype == "category"}
-    chunks: list[dict[str, Any]] = []
-    columns: Columns = {name: [] for name in _FIELD_DTYPES}
+    columns = {name: _FieldColumn(dtype) for name, dtype in _FIELD_DTYPES.items()}
+    rows: list[tuple[Any, ...]] = []
     for message in messages:
-        _add_field_rows(columns, message)
-        if len(columns["number"]) >= FIELDS_CHUNK_ROWS:
-            chunks.append(_fields_chunk(columns, categories))
-            columns = {name: [] for name in _FIELD_DTYPES}
-    chunks.append(_fields_chunk(columns, categories))
-    del columns
-    frame: dict[str, Any] = {}
-    for name, dtype in _FIELD_DTYPES.items():
-        parts = [chunk.pop(name) for chunk in chunks]
-        if dtype == "string":
-            frame[name] = pd.arrays.ArrowStringArray(pa.chunked_array(parts, pa.string()))
-        elif dtype == "category":
-            frame[name] = categories[name].column(parts)
-        elif dtype == "Int64":
-            frame[name] = pd.array(pa.chunked_array(parts, pa.int64()).to_pandas(types_mapper=_INT64.get))
+        _add_field_rows(rows, message)
+        if len(rows) >= FIELDS_CHUNK_ROWS:
+            _add_fields_chunk(columns, rows)
+            rows = []
+    _add_fields_chunk(columns, rows)
+    del rows
+    return pd.DataFrame({name: columns.pop(name).done() for name in _FIELD_DTYPES}, copy=False)
+
+
+def _add_fields_chunk(columns: dict[str, _FieldColumn], rows: list[tuple[Any, ...]]) -> None:
+    transposed = zip(*rows, strict=True) if rows else [()] * len(columns)
+    for column, values in zip(columns.values(), transposed, strict=True):
+        column.extend(values)
+
+
+class _Growing:
+    """A NumPy array filled chunk by chunk. It grows by reallocation, which moves no
+    data for a large array, so it never exists twice, as concatenating chunks would."""
+
+    def __init__(self, dtype: str) -> None:
+        self.array = np.empty(1 << 16, dtype=dtype)
+        self.length = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        end = self.length + len(values)
+        if end > len(self.array):
+            self.array.resize(max(end, 2 * len(self.array)), refcheck=False)
+        self.array[self.length : end] = values
+        self.length = end
+
+    def done(self) -> np.ndarray:
+        self.array.resize(self.length, refcheck=False)
+        return self.array
+
+
+class _FieldColumn:
+    """One column of the `fields` table as it is built: Arrow chunks for text, growing
+    arrays for numbers, codes (with their categories) for categoricals, and values with
+    a mask for nullable integers."""
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+        self.chunks: list[pa.Array] = []
+        self.categories = _Categories() if dtype == "category" else None
+        self.data = _Growing(_STORED.get(dtype, dtype))
+        self.mask = _Growing("bool") if dtype == "Int64" else None
+
+    def extend(self, values: Sequence[Any]) -> None:
+        if self.dtype == "string":
+            self.chunks.append(pa.array(values, pa.string()))
+        elif self.categories is not None:
+            self.data.extend(self.categories.codes(values))
+        elif self.mask is not None:
+            found = pa.array(values, pa.int64())
+            self.mask.extend(found.is_null().to_numpy(zero_copy_only=False))
+            self.data.extend(found.fill_null(0).to_numpy())
         else:
-            frame[name] = np.concatenate(parts)
-        del parts
-    return pd.DataFrame(frame, copy=False)
+            self.data.extend(np.array(values, dtype=self.dtype))
+
+    def done(self) -> Any:
+        if self.dtype == "string":
+            return pd.arrays.ArrowStringArray(pa.chunked_array(self.chunks, pa.string()))
+        if self.categories is not None:
+            return self.categories.column(self.data.done())
+        if self.mask is not None:
+            return pd.arrays.IntegerArray(self.data.done(), self.mask.done())
+        return self.data.done()
 
 
-_INT64 = {pa.int64(): pd.Int64Dtype()}
+_STORED = {"category": "int32", "Int64": "int64", "string": "int8"}  # text keeps no numbers
 
 
 class _Categories:
@@ -441,7 +560,7 @@ class _Categories:
     def __init__(self) -> None:
         self.codes_of: dict[str, int] = {}
 
-    def codes(self, values: list[Any]) -> np.ndarray:
+    def codes(self, values: Sequence[Any]) -> np.ndarray:
         codes, uniques = pd.factorize(np.asarray(values, dtype=object))
         if not len(uniques):
             return np.full(len(values), -1, dtype=np.int32)
@@ -449,30 +568,16 @@ class _Categories:
         lookup = np.array([known.setdefault(value, len(known)) for value in uniques], dtype=np.int32)
         return np.where(codes >= 0, lookup[codes], -1).astype(np.int32)
 
-    def column(self, parts: list[np.ndarray]) -> pd.Categorical:
-        return pd.Categorical.from_codes(np.concatenate(parts), pd.Index(list(self.codes_of), dtype="str"))
+    def column(self, codes: np.ndarray) -> pd.Categorical:
+        return pd.Categorical.from_codes(codes, pd.Index(list(self.codes_of), dtype="str"))
 
 
-def _fields_chunk(columns: Columns, categories: dict[str, _Categories]) -> dict[str, Any]:
-    chunk: dict[str, Any] = {}
-    for name, dtype in _FIELD_DTYPES.items():
-        values = columns[name]
-        if dtype == "string":
-            chunk[name] = pa.array(values, pa.string())
-        elif dtype == "category":
-            chunk[name] = categories[name].codes(values)
-        elif dtype == "Int64":
-            chunk[name] = pa.array(values, pa.int64())
-        else:
-            chunk[name] = np.array(values, dtype=dtype)
-    return chunk
-
-
-def _add_field_rows(columns: Columns, message: Message) -> None:
-    number = message.number
-    add = [columns[name].append for name in _FIELD_DTYPES]
-    rows = message.rows()
-    found = field_paths(message.tree(keep=False)) if rows is None else row_paths(rows)
+def _add_field_rows(rows: list[tuple[Any, ...]], message: Message) -> None:
+    """One row (a tuple in `_FIELD_DTYPES` order) per node of the message's tree."""
+    number, file = message.number, message.file
+    add = rows.append
+    layout = message.rows()
+    found = field_paths(message.tree(keep=False)) if layout is None else row_paths(layout)
     for node, depth, path in found:
         if isinstance(node, Node):
             name, kind, raw, display, offset, size, generated = (
@@ -480,18 +585,14 @@ def _add_field_rows(columns: Columns, message: Message) -> None:
         else:
             name, kind, raw, display, offset, size, _, _, generated = node
         value = raw if raw is None or type(raw) is int or type(raw) is str else json_value(raw)
-        for append, item in zip(add, (
-            number, path, name, kind, None if value is None else str(value),
-            value if type(value) is int else None, display, offset, size, depth, generated,
-            message.file,
-        ), strict=True):  # fmt: skip
-            append(item)
+        add((number, path, name, kind, None if value is None else str(value),
+             value if type(value) is int else None, display, offset, size, depth, generated, file))
 
 
 _FIELD_DTYPES = {
     "number": "int64", "path": "category", "name": "category", "type": "category",
-    "value": "string", "value_int": "Int64", "display": "string", "offset": "int64",
-    "size": "int64", "depth": "int64", "generated": "bool", "file": "category",
+    "value": "string", "value_int": "Int64", "display": "string", "offset": "int32",
+    "size": "int32", "depth": "int16", "generated": "bool", "file": "category",
 }  # fmt: skip
 
 
@@ -533,16 +634,36 @@ def field_paths(root: Node) -> list[tuple[Node, int, str]]:
 
 
 def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
-    """A table's rows from flat values; a body the generated decoders leave to the
-    interpreter keeps its `records` as bytes (the rows count them without a tree)."""
-    columns: Columns = {name: [] for name in spec.dtypes}
+    """One per-API table (see `_api_frames`)."""
+    return _api_frames(messages, [spec])[spec.name]
+
+
+def _api_frames(messages: list[Message], specs: Sequence[TableSpec]) -> dict[str, pd.DataFrame]:
+    """Tables' rows from flat values, in one pass that decodes each body once, for every
+    table it feeds; a body the generated decoders leave to the interpreter keeps its
+    `records` as bytes (the rows count them without a tree)."""
+    tables: list[Columns] = [{name: [] for name in spec.dtypes} for spec in specs]
+    # Which tables a message feeds depends on its API, version and direction only.
+    fed: dict[tuple[int | None, int | None, bool], list[tuple[RowMaker, Columns]]] = {}
     with records_unexpanded():
         for message in messages:
-            if spec.feeds(message):
+            key = (message.api_key, message.api_version, message.is_request)
+            feeding = fed.get(key)
+            if feeding is None:
+                feeding = fed[key] = [(spec.rows, columns) for spec, columns in zip(specs, tables, strict=True)
+                                      if spec.feeds(message)]
+            if feeding:
                 body = message.values(keep=False)  # None for a response whose request is missing
                 if body is not None:
-                    spec.rows(message, body, columns)
-    return _typed(columns, spec.dtypes)
+                    for rows, columns in feeding:
+                        rows(message, body, columns)
+    frames = {}
+    for spec, columns in zip(specs, tables, strict=True):
+        frames[spec.name] = _typed(columns, spec.dtypes)
+        columns.clear()  # let each table's lists go once it is a frame
+    return frames
+
+
 
 
 # -- export -------------------------------------------------------------------

@@ -73,19 +73,44 @@ def add_row(columns: Columns, **row: Any) -> None:
         columns[name].append(value)
 
 
+def add_rows(columns: Columns, rows: list[tuple[Any, ...]]) -> None:
+    """Append rows, each a tuple of values in the columns' order, column by column."""
+    if rows:
+        for column, values in zip(columns.values(), zip(*rows, strict=True), strict=True):
+            column.extend(values)
+
+
 def error(code: Any) -> str:
     """An ErrorCode by its name (`NONE` for 0 or a missing code)."""
     return error_name(code or 0)
 
 
+_UUID_TEXT: dict[int, str | None] = {0: None}  # the text of UUIDs seen, by value
+_UUID_TEXT_KEPT = 1 << 16  # the memo starts afresh beyond this many ids
+
+
 def uuid_text(value: Any) -> str | None:
     """A UUID as text; Kafka's all-zero "no id" is missing."""
-    return None if not isinstance(value, uuid.UUID) or value.int == 0 else str(value)
+    if not isinstance(value, uuid.UUID):
+        return None
+    number = value.int
+    text = _UUID_TEXT.get(number, _UNSEEN)
+    if text is _UNSEEN:
+        if len(_UUID_TEXT) >= _UUID_TEXT_KEPT:
+            _UUID_TEXT.clear()
+            _UUID_TEXT[0] = None
+        hexadecimal = f"{number:032x}"
+        text = _UUID_TEXT[number] = (f"{hexadecimal[:8]}-{hexadecimal[8:12]}-{hexadecimal[12:16]}-"
+                                     f"{hexadecimal[16:20]}-{hexadecimal[20:]}")
+    return text  # type: ignore[return-value]
+
+
+_UNSEEN = object()
 
 
 def direction(message: Message) -> str:
     return "request" if message.is_request else "response"
 
 
-__all__ = ["CONTEXT_DTYPES", "Columns", "RowMaker", "TableSpec", "add_row", "context_values",
+__all__ = ["CONTEXT_DTYPES", "Columns", "RowMaker", "TableSpec", "add_row", "add_rows", "context_values",
            "direction", "error", "message_context", "uuid_text"]

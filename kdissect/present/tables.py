@@ -28,6 +28,7 @@ from kdissect.present.table_spec import (
     Columns,
     TableSpec,
     add_row,
+    add_rows,
     context_values,
     message_context,
 )
@@ -54,35 +55,29 @@ def topic_partition_rows(message: Message, body: Values, columns: Columns) -> No
     topic, an error) gets one row of `level` "topic" whose partition columns are missing,
     so `level == "partition"` picks the partitions and a topic error never passes for a
     leaderless partition."""
-    context = message_context(message)
+    context = context_values(message)
+    rows = []
     for topic in items(body, "Topics"):
-        topic_columns = {
-            "topic_name": topic.get("Name"),
-            "topic_id": _uuid_text(topic.get("TopicId")),
-            "is_internal": topic.get("IsInternal"),
-            "topic_error": _error(topic.get("ErrorCode")),
-        }
+        get = topic.get
+        topic_columns = (get("Name"), _uuid_text(get("TopicId")), get("IsInternal"), _error(get("ErrorCode")))
         partitions = items(topic, "Partitions")
         for partition in partitions:
-            add_row(columns, **context, level="partition", **topic_columns,
-                    **_partition_columns(partition))
+            rows.append((*context, "partition", *topic_columns, *_partition_columns(partition)))
         if not partitions:
-            add_row(columns, **context, level="topic", **topic_columns,
-                    **dict.fromkeys(PARTITION_COLUMNS))
+            rows.append((*context, "topic", *topic_columns, *_NO_PARTITION))
+    add_rows(columns, rows)
 
 
-def _partition_columns(partition: Values) -> dict[str, Any]:
-    return {
-        "partition_index": partition.get("PartitionIndex"),
-        "partition_error": _error(partition.get("ErrorCode")),
-        "leader_id": known(partition.get("LeaderId")),
-        "leader_epoch": known(partition.get("LeaderEpoch")),
-        "replica_nodes": partition.get("ReplicaNodes"),
-        "isr_nodes": partition.get("IsrNodes"),
-        "eligible_leader_replicas": partition.get("EligibleLeaderReplicas"),
-        "last_known_elr": partition.get("LastKnownElr"),
-        "offline_replicas": partition.get("OfflineReplicas"),
-    }
+_NO_PARTITION = (None,) * len(PARTITION_COLUMNS)
+
+
+def _partition_columns(partition: Values) -> tuple[Any, ...]:
+    """`PARTITION_COLUMNS`' values: -1 leader and epoch are missing."""
+    get = partition.get
+    leader, epoch = get("LeaderId"), get("LeaderEpoch")
+    return (get("PartitionIndex"), _error(get("ErrorCode")), None if leader == -1 else leader,
+            None if epoch == -1 else epoch, get("ReplicaNodes"), get("IsrNodes"),
+            get("EligibleLeaderReplicas"), get("LastKnownElr"), get("OfflineReplicas"))
 
 
 # -- DescribeProducers (61): one row per active producer per partition per response -----
@@ -102,31 +97,29 @@ def producer_rows(message: Message, body: Values, columns: Columns) -> None:
     A partition answering with an error (and so without producers) gets one
     row carrying the error, so failures stay visible next to the data.
     """
-    context = message_context(message)
+    context = context_values(message)
+    rows = []
     for topic in items(body, "Topics"):
+        name = topic.get("Name")
         for partition in items(topic, "Partitions"):
-            where = {
-                "topic_name": topic.get("Name"),
-                "partition_index": partition.get("PartitionIndex"),
-                "partition_error": _error(partition.get("ErrorCode")),
-                "error_message": partition.get("ErrorMessage"),
-            }
+            get = partition.get
+            where = (*context, name, get("PartitionIndex"), _error(get("ErrorCode")), get("ErrorMessage"))
             producers = items(partition, "ActiveProducers")
             for producer in producers:
-                add_row(columns, **context, **where, **_producer_columns(producer))
-            if not producers and partition.get("ErrorCode"):
-                add_row(columns, **context, **where, **_producer_columns({}))
+                rows.append((*where, *_producer_columns(producer)))
+            if not producers and get("ErrorCode"):
+                rows.append((*where, *_producer_columns({})))
+    add_rows(columns, rows)
 
 
-def _producer_columns(producer: Values) -> dict[str, Any]:
-    return {
-        "producer_id": producer.get("ProducerId"),
-        "producer_epoch": producer.get("ProducerEpoch"),
-        "last_sequence": known(producer.get("LastSequence")),
-        "last_timestamp": known(producer.get("LastTimestamp")),
-        "coordinator_epoch": known(producer.get("CoordinatorEpoch")),
-        "current_txn_start_offset": known(producer.get("CurrentTxnStartOffset")),
-    }
+def _producer_columns(producer: Values) -> tuple[Any, ...]:
+    """producer_id to current_txn_start_offset; -1 sequence, timestamp, epoch and offset are missing."""
+    get = producer.get
+    sequence, timestamp = get("LastSequence"), get("LastTimestamp")
+    epoch, offset = get("CoordinatorEpoch"), get("CurrentTxnStartOffset")
+    return (get("ProducerId"), get("ProducerEpoch"), None if sequence == -1 else sequence,
+            None if timestamp == -1 else timestamp, None if epoch == -1 else epoch,
+            None if offset == -1 else offset)
 
 
 # -- DescribeQuorum (55): partitions, replicas (voters and observers), nodes --------------
@@ -161,19 +154,17 @@ def _quorum_partitions(body: Values) -> list[tuple[Any, Values]]:
 def quorum_rows(message: Message, body: Values, columns: Columns) -> None:
     """One row per partition. `voter_count` and `observer_count` are derived: how many
     entries the partition's CurrentVoters and Observers arrays hold."""
-    context = message_context(message)
-    code = body.get("ErrorCode")
-    top_error = None if "ErrorCode" not in body else _error(code)
+    context = (*context_values(message), message.api_version,
+               None if "ErrorCode" not in body else _error(body.get("ErrorCode")))
+    rows = []
     for topic, partition in _quorum_partitions(body):
-        add_row(
-            columns, **context, api_version=message.api_version, error=top_error,
-            topic_name=topic, partition_index=partition.get("PartitionIndex"),
-            partition_error=_error(partition.get("ErrorCode")),
-            leader_id=known(partition.get("LeaderId")), leader_epoch=partition.get("LeaderEpoch"),
-            high_watermark=known(partition.get("HighWatermark")),
-            voter_count=len(items(partition, "CurrentVoters")),
-            observer_count=len(items(partition, "Observers")),
-        )  # fmt: skip
+        get = partition.get
+        rows.append((
+            *context, topic, get("PartitionIndex"), _error(get("ErrorCode")),
+            known(get("LeaderId")), get("LeaderEpoch"), known(get("HighWatermark")),
+            len(items(partition, "CurrentVoters")), len(items(partition, "Observers")),
+        ))  # fmt: skip
+    add_rows(columns, rows)
 
 
 def replica_rows(message: Message, body: Values, columns: Columns) -> None:
@@ -186,36 +177,33 @@ def replica_rows(message: Message, body: Values, columns: Columns) -> None:
     in v0 and -1 ("unknown") are missing values, and so is the all-zero directory
     id (unknown directory).
     """
-    context = message_context(message)
+    context = context_values(message)
+    rows = []
     for topic, partition in _quorum_partitions(body):
         leader = known(partition.get("LeaderId"))
         leader_end = leader_log_end(partition)
-        where = {"topic_name": topic, "partition_index": partition.get("PartitionIndex"),
-                 "leader_id": leader, "leader_epoch": partition.get("LeaderEpoch"),
-                 "high_watermark": known(partition.get("HighWatermark"))}
+        where = (*context, topic, partition.get("PartitionIndex"), leader, partition.get("LeaderEpoch"),
+                 known(partition.get("HighWatermark")))
         for group, role in REPLICA_GROUPS:
             for replica in items(partition, group):
-                replica_id, log_end = replica.get("ReplicaId"), replica.get("LogEndOffset")
-                add_row(
-                    columns, **context, **where,
-                    role="leader" if role == "voter" and replica_id == leader else role,
-                    replica_id=replica_id,
-                    replica_directory_id=_uuid_text(replica.get("ReplicaDirectoryId")),
-                    log_end_offset=known(log_end),
-                    lag=replica_lag(leader_end, log_end),
-                    last_fetch_timestamp=known(replica.get("LastFetchTimestamp")),
-                    last_caught_up_timestamp=known(replica.get("LastCaughtUpTimestamp")),
-                )  # fmt: skip
+                get = replica.get
+                replica_id, log_end = get("ReplicaId"), get("LogEndOffset")
+                fetched, caught_up = get("LastFetchTimestamp"), get("LastCaughtUpTimestamp")
+                rows.append((
+                    *where, "leader" if role == "voter" and replica_id == leader else role,
+                    replica_id, _uuid_text(get("ReplicaDirectoryId")),
+                    None if log_end == -1 else log_end, replica_lag(leader_end, log_end),
+                    None if fetched == -1 else fetched, None if caught_up == -1 else caught_up,
+                ))  # fmt: skip
+    add_rows(columns, rows)
 
 
 def node_rows(message: Message, body: Values, columns: Columns) -> None:
     """v2 responses: each controller node's listeners, one row per listener."""
-    context = message_context(message)
-    for node in items(body, "Nodes"):
-        for listener in items(node, "Listeners"):
-            add_row(columns, **context, node_id=node.get("NodeId"),
-                    listener_name=listener.get("Name"), host=listener.get("Host"),
-                    port=listener.get("Port"))
+    context = context_values(message)
+    add_rows(columns, [(*context, node.get("NodeId"), listener.get("Name"), listener.get("Host"),
+                        listener.get("Port"))
+                       for node in items(body, "Nodes") for listener in items(node, "Listeners")])
 
 
 def _answers(api_key: int) -> tuple[frozenset[int], bool]:
