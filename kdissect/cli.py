@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import IO, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from kdissect import __version__
 from kdissect.decode.tree import printable
@@ -18,8 +20,10 @@ from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import CaptureClock, read_messages
-from kdissect.present.filter import FilterError, api_keys, selector
 from kdissect.present.progress import Progress
+
+if TYPE_CHECKING:
+    from kdissect.present.changes import ChangeMarker
 
 Prepare = Callable[[Message], Any]
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -180,6 +184,8 @@ def _duration(text: str) -> float:
 
 
 def _api_list(text: str) -> frozenset[int]:
+    from kdissect.present.filter import api_keys
+
     try:
         return api_keys(filter(None, (part.strip() for part in text.split(","))))
     except ValueError as exc:
@@ -202,11 +208,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     if not args.files:
         parser.error("the following arguments are required: FILE")
-    try:
-        keep = selector(args.api, args.filter)
-    except FilterError as exc:  # one line, as tshark says a filter is not valid
-        _warn(f"-Y: {exc}")
-        return EXIT_USAGE
+    keep: Callable[[Message], bool] = _every
+    if args.api is not None or args.filter:  # the filter's machinery only when there is one
+        from kdissect.present.filter import FilterError, selector
+
+        try:
+            keep = selector(args.api, args.filter)
+        except FilterError as exc:  # one line, as tshark says a filter is not valid
+            _warn(f"-Y: {exc}")
+            return EXIT_USAGE
     if args.tls_keylog:  # read once for every capture; cryptography is imported only now
         from kdissect.ingest.tls import KeyLogError, load_keylog
 
@@ -230,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _every(_message: Message) -> bool:
+    return True
+
+
 def _definitions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.schemas is None:
         return
@@ -247,22 +261,39 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
 
         return export_files(args, keep, _open_capture, _warn)
     sink = _make_sink(args)
+    try:
+        status = _list(args, keep, sink)
+    except BaseException:  # what was listed before still reaches the reader, if it can
+        with contextlib.suppress(OSError):
+            sink.flush()
+        raise
+    sink.flush()
+    return status
+
+
+def _list(args: argparse.Namespace, keep: Callable[[Message], bool], sink: _Sink) -> int:
+    """Every message of every capture (group) to the sink; the exit status."""
     status = EXIT_OK
     shown = unreadable = 0
+    see = sink.see if sink.sees else None
+    selected = None if keep is _every else keep
+    write = sink.write
     groups = [[path] for path in args.files] if args.separate else [args.files]
     for paths in groups:
         clock = CaptureClock()
         sink.begin(clock)
+        sink.prompt = sink.prompt or _live_input(paths)
         for found in _messages(paths, args, clock, sink.prepare):
             if found is None:
                 status = EXIT_USAGE
                 unreadable += 1
                 continue
             message, prepared = found
-            sink.see(message)
-            if not keep(message):
+            if see is not None:
+                see(message)
+            if selected is not None and not selected(message):
                 continue
-            sink.write(message, prepared)
+            write(message, prepared)
             shown += 1
             if args.count and shown >= args.count:
                 sink.close()
@@ -270,6 +301,19 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     if unreadable < len(args.files):  # no statistics, no empty JSON, when no file could be read
         sink.close()
     return status
+
+
+def _live_input(paths: list[str]) -> bool:
+    """Whether a capture comes from a pipe, a terminal or a device (`tcpdump -w - | kdissect -`)
+    rather than a regular file: its messages are then written as soon as each is known."""
+    for path in paths:
+        try:
+            mode = os.fstat(sys.stdin.fileno()).st_mode if path == "-" else os.stat(path).st_mode
+        except (OSError, ValueError, AttributeError):  # no usable stdin, or unreadable (reported later)
+            continue
+        if not stat.S_ISREG(mode):
+            return True
+    return False
 
 
 def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
@@ -321,9 +365,11 @@ def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
 
 def _jobs(paths: list[str], args: argparse.Namespace) -> int:
     """How many worker processes read `paths`: 1 for standard input and TLS key logs."""
+    if args.tls_keylog or args.jobs == 1:
+        return 1
     from kdissect.parallel import MAX_JOBS, default_jobs, parallel_readable
 
-    if args.tls_keylog or not parallel_readable(paths):
+    if not parallel_readable(paths):
         return 1
     return min(args.jobs, MAX_JOBS) if args.jobs else default_jobs(paths)
 
@@ -420,6 +466,8 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
 
 class _Sink:
     prepare: Prepare | None = None  # what a worker process computes of each message (--jobs)
+    sees = False  # whether `see` must hear of every message
+    prompt = False  # whether each message must reach the reader at once (live input)
 
     def begin(self, clock: CaptureClock) -> None:
         """A capture starts; its first packet's time is known once its first message is."""
@@ -430,23 +478,37 @@ class _Sink:
     def write(self, message: Message, prepared: Any = None) -> None:
         raise NotImplementedError
 
+    def flush(self) -> None:
+        """Write out what is still held (at the end, and on the way out after an error)."""
+
     def close(self) -> None:
         pass
 
 
+SUMMARY_BATCH = 512  # summary lines written to the output at once (unless the input is live)
+
+
 class _TextSink(_Sink):
     def __init__(self, out: IO[str], args: argparse.Namespace) -> None:
-        from kdissect.present.changes import ChangeMarker
-        from kdissect.present.hexdump import hexdump
         from kdissect.present.summary import summary_line
-        from kdissect.present.text import render_message
 
         self.out, self.args = out, args
-        self.summary_line, self.render_message, self.hexdump = summary_line, render_message, hexdump
+        self.summary_line = summary_line
         self.clock = CaptureClock()
         self.previous: int | None = None  # the time (ns) of the previous message shown
-        self.changes = ChangeMarker() if args.info else None
+        self.changes: ChangeMarker | None = None
+        if args.info:
+            from kdissect.present.changes import ChangeMarker
+
+            self.changes = ChangeMarker()
+        self.sees = self.changes is not None
         self.marks: tuple[Message | None, str] = (None, "")
+        self.when = {"a": utc_date_time, "ad": utc_date_time, "d": self._delta}.get(
+            args.time, self._relative)
+        self.body_info, self.frame_number, self.show_file = args.info, args.frames, args.show_file
+        self.lines_only = not (args.verbose or args.hex)
+        self.held: list[str] = []  # summary lines not yet written
+        self.prompt = _terminal(out)  # a person is reading: each line at once
         if args.verbose:
             self.prepare = functools.partial(tree_text, wide=args.wide)
 
@@ -458,47 +520,73 @@ class _TextSink(_Sink):
             self.marks = (message, self.changes.marks(message))
 
     def write(self, message: Message, prepared: Any = None) -> None:
-        line = self.summary_line(message, body_info=self.args.info, when=self._when(message),
-                                 frame_number=self.args.frames)
+        line = self.summary_line(message, body_info=self.body_info, when=self.when(message.frame.last_ns),
+                                 frame_number=self.frame_number)
         if self.marks[0] is message:
             line += self.marks[1]
-        if self.args.show_file:
+        if self.show_file:
             line += f" file={printable(message.file or '-')}"
-        if not (self.args.verbose or self.args.hex):
-            self.out.write(line + "\n")
+        if self.lines_only:
+            held = self.held
+            held.append(line)
+            if len(held) >= SUMMARY_BATCH or self.prompt:
+                self.flush()
             return
         lines = [line]
         if self.args.verbose:
-            lines.append(self.render_message(message, wide=self.args.wide) if prepared is None
-                         else prepared)
+            lines.append(tree_text(message, wide=self.args.wide) if prepared is None else prepared)
         if self.args.hex:
-            lines.append(self.hexdump(message.frame.data))
+            from kdissect.present.hexdump import hexdump
+
+            lines.append(hexdump(message.frame.data))
         lines.append("")
         self.out.write("\n".join(lines) + "\n")
+        if self.prompt:
+            self.out.flush()
 
-    def _when(self, message: Message) -> str:
-        """The time column, as tshark's -t r, a/ad and d (delta displayed) print it, from
-        the capture's integer nanoseconds."""
-        now = message.time_ns
-        match self.args.time:
-            case "a" | "ad":
-                return utc_date_time(now)
-            case "d":
-                since = 0 if self.previous is None else now - self.previous
-                self.previous = now
-                return f"{since / 1e9:.6f}"
-        start = now if self.clock.start_ns is None else self.clock.start_ns
-        return f"{(now - start) / 1e9:.6f}"
+    def flush(self) -> None:
+        held = self.held
+        if held:
+            held.append("")
+            text = "\n".join(held)
+            held.clear()
+            self.out.write(text)
+        if self.prompt:
+            self.out.flush()
+
+    # The time column, as tshark's -t r, a/ad and d (delta displayed) print it, from the
+    # capture's integer nanoseconds.
+
+    def _relative(self, now: int) -> str:
+        start = self.clock.start_ns
+        return f"{(now - (now if start is None else start)) / 1e9:.6f}"
+
+    def _delta(self, now: int) -> str:
+        since = 0 if self.previous is None else now - self.previous
+        self.previous = now
+        return f"{since / 1e9:.6f}"
+
+
+def _terminal(out: IO[str]) -> bool:
+    try:
+        return out.isatty()
+    except (OSError, ValueError):  # closed, or not a file at all
+        return False
 
 
 def utc_date_time(nanoseconds: int) -> str:
     """`2026-11-29 11:44:02.798123` (UTC, to the microsecond, never rounded up); epoch
     seconds when a corrupt timestamp lies beyond the calendar."""
     seconds, fraction = divmod(nanoseconds, 1_000_000_000)
+    return f"{_utc_second(seconds)}.{fraction // 1000:06d}"
+
+
+@functools.lru_cache(maxsize=16)  # messages come in time order: one conversion per second
+def _utc_second(seconds: int) -> str:
     try:
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S") + f".{fraction // 1000:06d}"
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
     except (ValueError, OverflowError, OSError):
-        return f"{seconds}.{fraction // 1000:06d}"
+        return str(seconds)
 
 
 class _JsonSink(_Sink):

@@ -18,10 +18,10 @@ from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records, 
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Frame
 from kdissect.ingest.net import decode_tcp
 from kdissect.ingest.reassembly import MAX_HELD_BYTES, ConnectionTracker, HoldLimits
-from kdissect.ingest.sasl import mask_secrets
+from kdissect.ingest.sasl import SecretMasker
 from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
-from kdissect.pair.pairing import pair_messages
+from kdissect.pair.pairing import Pairer, Sequencer
 
 if TYPE_CHECKING:
     from kdissect.ingest.tls import KeyLog
@@ -91,16 +91,24 @@ def read_messages(
         records = clock.watch(records)
     frames = frames_from_records(records, ports=ports, detect=detect, max_frame_size=max_frame_size,
                                  max_held=max_held, report=report, tls_keys=keys)
-    frames = mask_secrets(frames, show_secrets=show_secrets)
-    return pair_messages(_messages(frames, origins))
+    return _paired_messages(frames, origins, show_secrets)
 
 
-def _messages(frames: Iterator[Frame], origins: PacketOrigins) -> Iterator[Message]:
+def _paired_messages(frames: Iterator[Frame], origins: PacketOrigins, show_secrets: bool
+                     ) -> Iterator[Message]:
+    """Frames to messages, SASL secrets masked, paired, in capture order (what
+    `mask_secrets`, `message_from_frame` and `pair_messages` do, in one loop)."""
+    mask = SecretMasker(show_secrets=show_secrets)
+    pairer, sequencer = Pairer(), Sequencer()
+    add, push = pairer.add, sequencer.push
     name_of = origins.name_of
+    only = origins.names[0] if len(origins.names) == 1 else None  # one file: every message's
     for number, frame in enumerate(frames, 1):
-        message = message_from_frame(number, frame)
-        message.file = name_of(frame.last_packet)
-        yield message
+        message = message_from_frame(number, mask(frame))
+        message.file = only if only is not None else name_of(frame.last_packet)
+        add(message)
+        yield from push(message)
+    yield from sequencer.finish()
 
 
 def read_frames(source: CaptureSource | Sequence[CaptureSource], *,

@@ -22,7 +22,10 @@ from craft import (
     pcapng_section,
     write_pcap,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from kdissect.ingest import capture
 from kdissect.ingest.capture import CaptureError, Packet, read_packets
 from kdissect.notes import Note, Severity
 
@@ -216,6 +219,32 @@ def test_corrupt_record_header_with_nothing_plausible_after_it(tmp_path: Path) -
     assert [p.data for p in packets] == PAYLOADS[:1]
     assert notes[-1].message == ("no plausible record found in the 516 bytes after packet 1; "
                                  "the rest of the file cannot be read")
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "captures" / "quorum_story.pcap"
+
+
+@settings(derandomize=True, max_examples=60, deadline=None, database=None)
+@given(cut=st.integers(0, 4000), damage=st.lists(st.tuples(st.integers(0, 16300), st.binary(min_size=1, max_size=6)),
+                                                 max_size=4),
+       chunk=st.sampled_from([16, 17, 100, 1500, 4096, 1 << 20]))
+def test_a_file_read_in_chunks_gives_what_a_pipe_gives(tmp_path_factory: pytest.TempPathFactory, cut: int,
+                                                       damage: list[tuple[int, bytes]], chunk: int) -> None:
+    """A capture file on disk is read ahead in chunks, a pipe record by record: the same
+    packets and the same notes either way, whatever a record straddles or breaks."""
+    whole = bytearray(SHIPPED.read_bytes())
+    for offset, junk in damage:  # record headers and data overwritten, then the file cut
+        whole[24 + offset:24 + offset + len(junk)] = junk
+    data = bytes(whole[:len(whole) - cut])
+    path = tmp_path_factory.mktemp("chunks") / "c.pcap"
+    path.write_bytes(data)
+    original = capture.READ_BUFFER
+    capture.READ_BUFFER = chunk
+    try:
+        from_file = _read(path)
+    finally:
+        capture.READ_BUFFER = original
+    assert from_file == _read(io.BytesIO(data))  # no file number: read record by record
 
 
 def _pcapng(*blocks: bytes) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import time
@@ -150,6 +151,28 @@ def test_jsonl_streams_from_standard_input_before_the_capture_ends():
     rest = process.stdout.read().splitlines()
     assert process.wait(timeout=60) == 0
     assert len(rest) == 49
+
+
+def test_summary_lines_stream_from_a_pipe_before_the_capture_ends():
+    """Summary lines are written in batches from a file, but one by one from a live pipe."""
+    data = QUORUM.read_bytes()
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as a user has it
+    process = subprocess.Popen([sys.executable, "-m", "kdissect", "-"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
+    assert process.stdin and process.stdout
+    process.stdin.write(data[: len(data) // 3])  # the first third only
+    process.stdin.flush()
+    ready, _, _ = select.select([process.stdout], [], [], 30)  # while stdin is still open
+    if not ready:
+        process.kill()
+    assert ready, "no line within 30 s of the first third of the capture"
+    first = process.stdout.readline()
+    assert first.split()[0] == b"1"
+    process.stdin.write(data[len(data) // 3 :])
+    process.stdin.close()
+    rest = process.stdout.read().splitlines()
+    assert process.wait(timeout=60) == 0
+    assert [first.rstrip(b"\n"), *rest] == kdissect(QUORUM).stdout.encode().splitlines()
 
 
 def test_count_api_and_port_options():

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from craft import CLIENT_MAC, SERVER_MAC, ethernet, records, write_pcap
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.layers.inet import IP, TCP, UDP, IPOption_NOP
 from scapy.layers.inet6 import (
     IPv6,
@@ -20,6 +22,7 @@ from scapy.layers.inet6 import (
 from scapy.layers.l2 import CookedLinux, CookedLinuxV2, Ether
 from scapy.packet import Packet as ScapyPacket
 
+from kdissect.ingest import net
 from kdissect.ingest.capture import Packet
 from kdissect.ingest.net import (
     LINKTYPE_ETHERNET,
@@ -32,6 +35,7 @@ from kdissect.ingest.net import (
     LINKTYPE_RAW,
     Segment,
     decode_segment,
+    decode_tcp,
     format_address,
     read_segments,
 )
@@ -183,3 +187,24 @@ def test_read_segments_numbers_packets_in_capture_order(tmp_path: Path) -> None:
     path = write_pcap(tmp_path / "s.pcap", records(packets))
     segments = list(read_segments(path))
     assert [(s.packet_number, s.payload) for s in segments] == [(1, PAYLOAD), (3, b"xy")]
+
+
+@settings(derandomize=True, max_examples=300, deadline=None, database=None)
+@given(version_length=st.sampled_from([0x45, 0x46, 0x44, 0x65, 0x4F]), total=st.integers(0, 120),
+       fragment=st.sampled_from([0, 0x4000, 0x2000, 0x0001, 0x1FFF, 0x8000]),
+       protocol=st.sampled_from([6, 17]), data_offset=st.sampled_from([0x40, 0x50, 0x60, 0x80, 0xF0]),
+       ethertype=st.sampled_from([0x0800, 0x86DD, 0x8100]), captured=st.integers(40, 130),
+       body=st.binary(min_size=130, max_size=130))
+def test_the_ethernet_ipv4_shortcut_reads_what_the_general_path_reads(
+        version_length: int, total: int, fragment: int, protocol: int, data_offset: int,
+        ethertype: int, captured: int, body: bytes) -> None:
+    """Untagged Ethernet, IPv4 and TCP are read in one step; every header value (lengths that
+    lie, fragments, options, snap length cuts) gives what the layer-by-layer path gives."""
+    header = struct.pack(">12sHBBHHHBBH4s4s", bytes(12), ethertype, version_length, 0, total, 7, fragment,
+                         64, protocol, 0, bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+    tcp = struct.pack(">HHIIBBHHH", 40000, 9092, 1000, 2000, data_offset, 0x18, 512, 0, 0)
+    data = (header + tcp + body)[:captured]
+    original = len(header + tcp + body)
+    found = net._ethernet(data)  # the general path, layer by layer
+    expected = None if found is None or found[1] != 4 else net._ipv4(data, found[0], original)
+    assert decode_tcp(LINKTYPE_ETHERNET, data, original) == expected

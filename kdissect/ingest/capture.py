@@ -15,6 +15,7 @@ timestamp resolution and offset), which are rare.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -94,7 +95,10 @@ def read_records(source: str | os.PathLike[str] | BinaryIO,
             if not magic:
                 raise CaptureError(f"{kind}-compressed, but holds no capture")
         if magic in PCAP_MAGICS:
-            yield from _pcap_records(stream, magic, report or _ignore)
+            # a file on disk is read ahead; a decompressor only as far as each record (a cut
+            # file gives every record before the cut)
+            yield from _pcap_records(stream, magic, report or _ignore,
+                                     whole=stream is raw and _regular_file(raw))
         elif magic == PCAPNG_MAGIC:
             yield from _pcapng_records(stream, report or _ignore)
         else:
@@ -160,7 +164,18 @@ class _PcapLayout:
         return 16 + captured
 
 
-def _pcap_records(stream: Reader, magic: bytes, report: Report) -> Iterator[CaptureRecord]:
+def _regular_file(stream: BinaryIO) -> bool:
+    """Whether `stream` is a file on disk, whose reads return every byte asked for but at
+    its end (not a pipe, whose bytes must be taken as they arrive)."""
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _pcap_records(stream: Reader, magic: bytes, report: Report, *,
+                  whole: bool = False) -> Iterator[CaptureRecord]:
+    """`whole`: the stream is read from a file on disk, so it may be read ahead in chunks."""
     endian, resolution = PCAP_MAGICS[magic]
     rest = _read_exact(stream, 20)
     if len(rest) < 20:
@@ -170,9 +185,44 @@ def _pcap_records(stream: Reader, magic: bytes, report: Report) -> Iterator[Capt
     oversized = _OversizedRecords(snaplen, report)
     number, seconds = 0, 0
     resumed: Reader | None = stream
+    run = _pcap_chunks if whole else _pcap_run
     while resumed is not None:
-        number, seconds, resumed = yield from _pcap_run(resumed, layout, number, seconds,
-                                                         oversized, report)
+        number, seconds, resumed = yield from run(resumed, layout, number, seconds, oversized, report)
+
+
+def _pcap_chunks(stream: Reader, layout: _PcapLayout, number: int, seconds: int,
+                 oversized: _OversizedRecords, report: Report
+                 ) -> Generator[CaptureRecord, None, tuple[int, int, Reader | None]]:
+    """`_pcap_run` for a file on disk: records cut from chunks of READ_BUFFER bytes rather
+    than two reads a record (this loop is the hot path of the whole tool)."""
+    record_header = struct.Struct(layout.endian + "IIII").unpack_from
+    resolution, linktype, snaplen = layout.resolution, layout.linktype, layout.snaplen
+    chunk, position = b"", 0
+    while True:
+        if len(chunk) - position < 16:
+            chunk, position = chunk[position:] + _read_exact(stream, max(READ_BUFFER, 16)), 0
+            if len(chunk) < 16:  # the end of the file (a record header cut short is reported)
+                _rest_of_header(stream, chunk, number, report)
+                return number, seconds, None
+        when, fraction, captured, original = record_header(chunk, position)
+        if captured > snaplen and oversized.bad(number + 1, captured):
+            rest = _prefixed(chunk[position + 16:], stream)
+            return number, seconds, _resume(rest, chunk[position:position + 16], layout, number,
+                                            seconds, report)
+        start = position + 16
+        position = start + captured
+        if position <= len(chunk):
+            data = chunk[start:position]
+        else:  # the record runs on past the chunk (or past the end of the file)
+            data = chunk[start:] + _read_exact(stream, position - len(chunk))
+            chunk, position = b"", 0
+            if len(data) < captured:
+                report(warn(f"capture cut short: packet {number + 1} has {len(data)} of its "
+                            f"{captured} bytes; the rest of the file is missing", id="pcap.cut_short"))
+                return number, seconds, None
+        number += 1
+        seconds = when
+        yield number, when * 1_000_000_000 + fraction * resolution, linktype, data, original
 
 
 def _pcap_run(stream: Reader, layout: _PcapLayout, number: int, seconds: int,
@@ -223,8 +273,7 @@ def _resume(stream: Reader, header: bytes, layout: _PcapLayout, number: int, sec
         if found:
             report(warn(f"resumed reading at the next plausible record after packet {number}, "
                         f"{position} bytes later", id="pcap.resumed"))
-            inner = stream.stream if isinstance(stream, _Prefixed) and stream.empty() else stream
-            return _Prefixed(bytes(window[position:]), inner)  # never a chain of prefixes
+            return _prefixed(bytes(window[position:]), stream)
         if complete:
             break
         size = min(size * 2, limit)
@@ -251,14 +300,19 @@ def _next_record(window: bytearray, start: int, layout: _PcapLayout, seconds: in
     return False, max(start, len(window) - 15)
 
 
+def _prefixed(prefix: bytes, stream: Reader) -> _Prefixed:
+    """`prefix`, then the rest of `stream`: never a chain of prefixes, however many corrupt
+    records send reading back to bytes already read."""
+    if isinstance(stream, _Prefixed):
+        return _Prefixed(prefix + stream.prefix[stream.position:], stream.stream)
+    return _Prefixed(prefix, stream)
+
+
 class _Prefixed:
     """A stream whose first bytes were already read: `prefix`, then the rest of `stream`."""
 
     def __init__(self, prefix: bytes, stream: Reader) -> None:
         self.prefix, self.position, self.stream = prefix, 0, stream
-
-    def empty(self) -> bool:
-        return self.position >= len(self.prefix)
 
     def read(self, size: int = -1) -> bytes:
         """Bytes of the prefix (never re-copying what remains of it), then of the stream."""

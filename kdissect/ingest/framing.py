@@ -148,6 +148,14 @@ class Exchange:
             self._release(frame.last_ns)
 
     def response(self, frame: Frame) -> None:
+        data = frame.data
+        if not self.waiting and len(data) >= 8:  # the usual case: it answers a request in flight
+            correlation_id = _CORRELATION.unpack_from(data, 4)[0]
+            in_flight = self.in_flight
+            if correlation_id in in_flight:
+                self._answered(correlation_id)
+                self.out.append(frame)
+                return
         if self.waiting or (self._unknown(frame) and self._request_owed()):
             if self.waiting is _NOTHING_WAITING:
                 self.waiting = deque()
@@ -181,14 +189,20 @@ class Exchange:
     def _answer(self, frame: Frame) -> None:
         if len(frame.data) >= 8:
             correlation_id = _CORRELATION.unpack_from(frame.data, 4)[0]
-            in_flight = self.in_flight
-            if correlation_id in in_flight:  # answered in order: older ones lost their answers
-                self.answered = max(self.answered, correlation_id)
-                while in_flight:
-                    oldest, _api = in_flight.popitem(last=False)
-                    if oldest == correlation_id:
-                        break
+            if correlation_id in self.in_flight:
+                self._answered(correlation_id)
         self.out.append(frame)
+
+    def _answered(self, correlation_id: int) -> None:
+        """A request in flight is answered; the ones before it lost their answers (Kafka
+        answers in order)."""
+        if correlation_id > self.answered:
+            self.answered = correlation_id
+        in_flight = self.in_flight
+        while in_flight:
+            oldest, _api = in_flight.popitem(last=False)
+            if oldest == correlation_id:
+                break
 
 
 class Framer:
@@ -222,10 +236,29 @@ class Framer:
             if cut >= len(payload):
                 return
             payload, offset, notes = payload[cut:], self.skip_to, ()
-        if self.synced and not self.buffer:
-            self._frames_in(offset, payload, number, timestamp, notes)
-        else:
+        if not self.synced or self.buffer:
             self._append(offset, payload, number, timestamp, notes)
+            self._drain()
+            return
+        # The fast path: frames cut straight from a payload that starts at a frame boundary.
+        position, length = 0, len(payload)
+        while length - position >= 4:
+            size = _SIZE.unpack_from(payload, position)[0]
+            end = position + 4 + size
+            if size <= 0 or size > self.max_size or end > length:
+                break
+            data = payload if end - position == length else payload[position:end]
+            if notes or self.notes:
+                notes, extra = (), (*self.notes, *notes)
+                self.notes.clear()
+            else:
+                extra = ()
+            self.emit(Frame(self.connection, self.direction, offset + position, data, number,
+                            timestamp, number, timestamp, True, extra))
+            position = end
+        if position < length:
+            self._append(offset + position, payload[position:] if position else payload,
+                         number, timestamp, notes)
             self._drain()
 
     def gap(self, offset: int, size: int, number: int, timestamp: int, reason: str) -> None:
@@ -278,29 +311,6 @@ class Framer:
             self.exchange.request_lost()
 
     # --- framing ---
-
-    def _frames_in(self, offset: int, payload: bytes, number: int, timestamp: int,
-                   notes: tuple[Note, ...]) -> None:
-        """The fast path: frames cut straight from a payload that starts at a frame boundary."""
-        position, length = 0, len(payload)
-        while length - position >= 4:
-            size = _SIZE.unpack_from(payload, position)[0]
-            end = position + 4 + size
-            if size <= 0 or size > self.max_size or end > length:
-                break
-            data = payload if end - position == length else payload[position:end]
-            if notes or self.notes:
-                notes, extra = (), (*self.notes, *notes)
-                self.notes.clear()
-            else:
-                extra = ()
-            self.emit(Frame(self.connection, self.direction, offset + position, data, number,
-                            timestamp, number, timestamp, True, extra))
-            position = end
-        if position < length:
-            self._append(offset + position, payload[position:] if position else payload,
-                         number, timestamp, notes)
-            self._drain()
 
     def _append(self, offset: int, payload: bytes, number: int, timestamp: int,
                 notes: tuple[Note, ...]) -> None:

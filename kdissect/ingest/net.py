@@ -41,6 +41,10 @@ FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
 _TCP = struct.Struct(">HHIIBB")
 _U16 = struct.Struct(">H")
+# Untagged Ethernet, a 20-byte IPv4 header and a TCP header, in one read (most captures):
+# ethertype, version and header length, total length, flags and fragment offset, protocol,
+# source, destination, then the TCP header as _TCP reads it.
+_ETHERNET_IPV4_TCP = struct.Struct(">12xHBxH2xHxB2x4s4sHHIIBB")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +94,20 @@ def segment_from_raw(number: int, timestamp: int, raw: RawSegment) -> Segment:
 
 def decode_tcp(linktype: int, data: bytes, original_length: int) -> RawSegment | None:
     """Link, IP and TCP headers of one packet; None when it is not a TCP segment."""
+    if linktype == LINKTYPE_ETHERNET and len(data) >= _ETHERNET_IPV4_TCP.size:
+        (ethertype, version_length, total, fragment, protocol, src, dst, src_port, dst_port, seq,
+         ack, data_offset, flags) = _ETHERNET_IPV4_TCP.unpack_from(data)
+        start = 34 + (data_offset >> 4) * 4
+        end = 14 + total
+        if (ethertype == ETHERTYPE_IPV4 and version_length == 0x45 and protocol == PROTO_TCP
+                and not fragment & 0x3FFF and data_offset >= 0x50 and start <= end):
+            if end <= len(data):  # the whole payload captured: the usual case
+                return src, src_port, dst, dst_port, seq, ack, flags, data[start:end], 0
+            if start <= len(data):  # cut by the snap length
+                return src, src_port, dst, dst_port, seq, ack, flags, data[start:], end - len(data)
+        # anything else (a tagged frame, IP options, a fragment, a length of 0) takes the long way
     if linktype == LINKTYPE_ETHERNET and len(data) > 14 and data[12] == 8 and data[13] == 0:
-        return _ipv4(data, 14, original_length)  # untagged Ethernet and IPv4: most captures
+        return _ipv4(data, 14, original_length)  # untagged Ethernet and IPv4
     link = _LINK_LAYERS.get(linktype)
     if link is None:
         return None

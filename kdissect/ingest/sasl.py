@@ -25,6 +25,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 MASK = 0x2A  # "*"
 MAX_PENDING = 1024  # SaslAuthenticate requests remembered per connection until answered
 MAX_CONNECTIONS = 65536  # connections whose SASL state is remembered
+_SASL_KEYS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
 _HEADER = struct.Struct(">ihhi")
 _SCRAM_SECRET = re.compile(rb"(?:^|,)(?:p|v)=([^,]*)")
 _BEARER = re.compile(rb"auth=Bearer ([^\x01]*)", re.IGNORECASE)
@@ -169,30 +170,49 @@ class _ConnectionState:
         self.pending: dict[int, int] = {}  # correlation id -> SaslAuthenticate version
 
 
-def mask_secrets(frames: Iterable[Frame], *, show_secrets: bool = False) -> Iterator[Frame]:
-    """The frames, SASL secrets masked (unless `show_secrets`) and SASL steps noted.
+class SecretMasker:
+    """Called on each frame of a read in turn: the frame, SASL secrets masked (unless
+    `show_secrets`) and SASL steps noted.
 
     A SASL frame comes out as a new frame (masked bytes, one more note); the rest as is.
     """
-    states: dict[int, _ConnectionState] = {}
-    for frame in frames:
+
+    __slots__ = ("show_secrets", "states")
+
+    def __init__(self, *, show_secrets: bool = False) -> None:
+        self.show_secrets = show_secrets
+        self.states: dict[int, _ConnectionState] = {}  # connections that spoke SASL
+
+    def __call__(self, frame: Frame) -> Frame:
         data = frame.data
-        if len(data) >= 8:
+        if frame.direction is Direction.REQUEST:
+            if len(data) < 14 or data[4] or data[5] not in _SASL_KEYS:  # not SASL: most frames
+                return frame
+            key, version, correlation = _HEADER.unpack_from(data, 0)[1:]
+            states = self.states
             state = states.get(frame.connection.index)
-            if frame.direction is Direction.REQUEST and len(data) >= 14:
-                key, version, correlation = _HEADER.unpack_from(data, 0)[1:]
-                if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
-                    if state is None:
-                        state = states[frame.connection.index] = _ConnectionState()
-                        if len(states) > MAX_CONNECTIONS:
-                            del states[next(iter(states))]
-                    frame = _sasl_request(frame, state, key, version, correlation, show_secrets)
-            elif state is not None and state.pending:
-                correlation = struct.unpack_from(">i", data, 4)[0]
-                version = state.pending.pop(correlation, None)
-                if version is not None:
-                    frame = _sasl_token(frame, state, False, version, show_secrets)
-        yield frame
+            if state is None:
+                state = states[frame.connection.index] = _ConnectionState()
+                if len(states) > MAX_CONNECTIONS:
+                    del states[next(iter(states))]
+            return _sasl_request(frame, state, key, version, correlation, self.show_secrets)
+        if not self.states or len(data) < 8:
+            return frame
+        state = self.states.get(frame.connection.index)
+        if state is None or not state.pending:
+            return frame
+        version = state.pending.pop(struct.unpack_from(">i", data, 4)[0], None)
+        if version is None:
+            return frame
+        return _sasl_token(frame, state, False, version, self.show_secrets)
+
+
+def mask_secrets(frames: Iterable[Frame], *, show_secrets: bool = False) -> Iterator[Frame]:
+    """The frames, SASL secrets masked (unless `show_secrets`) and SASL steps noted
+    (`SecretMasker` on each)."""
+    mask = SecretMasker(show_secrets=show_secrets)
+    for frame in frames:
+        yield mask(frame)
 
 
 def _sasl_request(frame: Frame, state: _ConnectionState, key: int, version: int,

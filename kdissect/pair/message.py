@@ -202,20 +202,24 @@ def message_from_frame(number: int, frame: Frame) -> Message:
         return _parse_request(number, frame, data)
     if len(data) < _RESPONSE_FIXED.size:
         return Message(number, frame, False, None, notes=[_short_header(data, "response")])
-    _, correlation_id = _RESPONSE_FIXED.unpack_from(data)
-    return Message(number, frame, False, correlation_id)
+    return Message(number, frame, False, _RESPONSE_FIXED.unpack_from(data)[1])
 
 
 def _parse_request(number: int, frame: Frame, data: bytes) -> Message:
     if len(data) < _REQUEST_FIXED.size:
         return Message(number, frame, True, None, notes=[_short_header(data, "request")])
     _, key, version, correlation_id = _REQUEST_FIXED.unpack_from(data)
-    message = Message(number, frame, True, correlation_id, api_key=key, api_version=version)
+    message = Message(number, frame, True, correlation_id, key, version)
     if request_header_version(key, version) >= 1:
         message.client_id = _client_id(data, message)
     if key == PRODUCE:
         message.expects_response = produce_acks(message) != 0
     return message
+
+
+_CLIENT_IDS: dict[bytes, str] = {}  # client ids as read, decoded once (a few per capture)
+_MAX_CLIENT_IDS = 4096
+_CACHED_LENGTH = 256  # longer ones are decoded each time
 
 
 def _client_id(data: bytes, message: Message) -> str | None:
@@ -229,7 +233,14 @@ def _client_id(data: bytes, message: Message) -> str | None:
     raw = data[start + 2 : start + 2 + length]
     if len(raw) < length:
         message.notes.append(notes.warn("request header cut inside client_id", start, "kafka.header_cut"))
-    return raw.decode("utf-8", errors="replace")
+    client_id = _CLIENT_IDS.get(raw)
+    if client_id is None:
+        client_id = raw.decode("utf-8", "replace")
+        if length <= _CACHED_LENGTH:
+            if len(_CLIENT_IDS) >= _MAX_CLIENT_IDS:
+                _CLIENT_IDS.clear()
+            _CLIENT_IDS[raw] = client_id
+    return client_id
 
 
 def _short_header(data: bytes, what: str) -> Note:

@@ -34,7 +34,9 @@ class Pairer:
     def add(self, message: Message) -> None:
         if message.correlation_id is None:
             return
-        flight = self._in_flight.setdefault(message.frame.connection.index, OrderedDict())
+        flight = self._in_flight.get(message.frame.connection.index)
+        if flight is None:
+            flight = self._in_flight[message.frame.connection.index] = OrderedDict()
         if message.is_request:
             self._add_request(flight, message)
         else:
@@ -65,7 +67,7 @@ class Pairer:
         if request is None:
             response.notes.append(notes.warn(REQUEST_MISSING, id="kafka.request_missing"))
             return
-        oldest = next(iter(flight.values()), None)
+        oldest = next(iter(flight.values())) if flight else None
         if oldest is not None and oldest.number < request.number:
             response.notes.append(
                 notes.warn(
@@ -99,13 +101,14 @@ class Sequencer:
         queue = self._queue
         queue.append(message)
         self._held_bytes += len(message.frame.data)
-        newest = message.time_ns
+        newest = message.frame.last_ns
         released = []
         while queue:
             head = queue[0]
-            if not _settled(head):
+            if (head.is_request and head._pair is None and head.expects_response
+                    and head.correlation_id is not None):  # not settled (see _settled)
                 if (len(queue) <= self._hold_messages and self._held_bytes <= self._hold_bytes
-                        and newest - head.time_ns <= self._hold_ns):
+                        and newest - head.frame.last_ns <= self._hold_ns):
                     break
                 head.notes.append(notes.note(
                     f"no response within {(newest - head.time_ns) / 1e9:.3f} s and {len(queue) - 1} later "
