@@ -283,7 +283,7 @@ def _list(args: argparse.Namespace, keep: Callable[[Message], bool], sink: _Sink
         clock = CaptureClock()
         sink.begin(clock)
         sink.prompt = sink.prompt or _live_input(paths)
-        for found in _messages(paths, args, clock, sink.prepare):
+        for found in _messages(paths, args, clock, sink.prepare, functools.partial(sink.flush, through=True)):
             if found is None:
                 status = EXIT_USAGE
                 unreadable += 1
@@ -317,7 +317,8 @@ def _live_input(paths: list[str]) -> bool:
 
 
 def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
-              prepare: Prepare | None = None) -> Iterator[tuple[Message, Any] | None]:
+              prepare: Prepare | None = None, before_note: Callable[[], None] | None = None,
+              ) -> Iterator[tuple[Message, Any] | None]:
     """The messages of the captures in `paths`, read as one capture merged by packet time,
     each with what `prepare` made of it (on a worker process with --jobs), else None.
 
@@ -326,7 +327,7 @@ def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
     """
     jobs = _jobs(paths, args)
     if jobs > 1:
-        yield from _parallel_messages(paths, args, clock, prepare, jobs)
+        yield from _parallel_messages(paths, args, clock, prepare, jobs, before_note)
         return
     opened = [(path, _open_capture(path)) for path in paths]
     readable = [(path, stream) for path, stream in opened if stream is not None]
@@ -335,7 +336,7 @@ def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
     if not readable:
         return
     names = [_display_name(path) for path, _ in readable]
-    problems = _ProblemReporter(names[0] if len(names) == 1 else "")
+    problems = _ProblemReporter(names[0] if len(names) == 1 else "", before_note)
     progress = [Progress(stream, path) for path, stream in readable]
     failed: list[int] = []
 
@@ -375,7 +376,8 @@ def _jobs(paths: list[str], args: argparse.Namespace) -> int:
 
 
 def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
-                       prepare: Prepare | None, jobs: int) -> Iterator[tuple[Message, Any] | None]:
+                       prepare: Prepare | None, jobs: int, before_note: Callable[[], None] | None = None,
+                       ) -> Iterator[tuple[Message, Any] | None]:
     """`_messages` on `jobs` worker processes (files that cannot be opened are left out first)."""
     from kdissect.parallel import read_messages as read_in_parallel  # a WorkerError is internal
 
@@ -389,7 +391,7 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
         readable.append(path)
     if not readable:
         return
-    problems = _ProblemReporter(readable[0] if len(readable) == 1 else "")
+    problems = _ProblemReporter(readable[0] if len(readable) == 1 else "", before_note)
     failed = 0
 
     def unreadable(index: int, problem: CaptureError) -> None:
@@ -437,21 +439,28 @@ class _ProblemReporter:
     """Capture-level notes to stderr, a bounded number per capture.
 
     `name` prefixes each note; it is empty for a set of files, whose notes name
-    their file themselves.
+    their file themselves. `before` runs before each note is written (the lines
+    listed so far go out first, so that output and notes keep their order).
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, before: Callable[[], None] | None = None) -> None:
         self.prefix = f"{name}: " if name else ""
         self.count = 0
+        self.before = before
 
     def __call__(self, note: Note) -> None:
         self.count += 1
         if self.count <= MAX_CAPTURE_NOTES:
-            _warn(f"{self.prefix}{note}")
+            self._write(f"{self.prefix}{note}")
 
     def close(self) -> None:
         if self.count > MAX_CAPTURE_NOTES:
-            _warn(f"{self.prefix}... and {self.count - MAX_CAPTURE_NOTES} more capture problems")
+            self._write(f"{self.prefix}... and {self.count - MAX_CAPTURE_NOTES} more capture problems")
+
+    def _write(self, text: str) -> None:
+        if self.before is not None:
+            self.before()
+        _warn(text)
 
 
 def _make_sink(args: argparse.Namespace) -> _Sink:
@@ -478,8 +487,9 @@ class _Sink:
     def write(self, message: Message, prepared: Any = None) -> None:
         raise NotImplementedError
 
-    def flush(self) -> None:
-        """Write out what is still held (at the end, and on the way out after an error)."""
+    def flush(self, *, through: bool = False) -> None:
+        """Write out what is still held (at the end, on the way out after an error, and,
+        `through` to the reader, before a note goes to stderr)."""
 
     def close(self) -> None:
         pass
@@ -505,6 +515,7 @@ class _TextSink(_Sink):
         self.marks: tuple[Message | None, str] = (None, "")
         self.when = {"a": utc_date_time, "ad": utc_date_time, "d": self._delta}.get(
             args.time, self._relative)
+        self.relative = args.time not in ("a", "ad", "d")
         self.body_info, self.frame_number, self.show_file = args.info, args.frames, args.show_file
         self.lines_only = not (args.verbose or args.hex)
         self.held: list[str] = []  # summary lines not yet written
@@ -520,8 +531,12 @@ class _TextSink(_Sink):
             self.marks = (message, self.changes.marks(message))
 
     def write(self, message: Message, prepared: Any = None) -> None:
-        line = self.summary_line(message, body_info=self.body_info, when=self.when(message.frame.last_ns),
-                                 frame_number=self.frame_number)
+        start = self.clock.start_ns
+        if self.relative and start is not None:  # the default: formatted there
+            line = self.summary_line(message, start, body_info=self.body_info, frame_number=self.frame_number)
+        else:
+            line = self.summary_line(message, body_info=self.body_info, when=self.when(message.frame.last_ns),
+                                     frame_number=self.frame_number)
         if self.marks[0] is message:
             line += self.marks[1]
         if self.show_file:
@@ -544,14 +559,14 @@ class _TextSink(_Sink):
         if self.prompt:
             self.out.flush()
 
-    def flush(self) -> None:
+    def flush(self, *, through: bool = False) -> None:
         held = self.held
         if held:
             held.append("")
             text = "\n".join(held)
             held.clear()
             self.out.write(text)
-        if self.prompt:
+        if self.prompt or through:
             self.out.flush()
 
     # The time column, as tshark's -t r, a/ad and d (delta displayed) print it, from the

@@ -42,10 +42,15 @@ class CaptureClock:
         return None if self.start_ns is None else self.start_ns / 1e9
 
     def watch(self, records: Iterable[CaptureRecord]) -> Iterator[CaptureRecord]:
-        for record in records:
-            if self.start_ns is None:
-                self.start_ns = record[1]
-            yield record
+        """The records, the first one's time noted as it goes by (lazily, like the records)."""
+        records = iter(records)
+        first = next(records, None)
+        if first is None:
+            return
+        if self.start_ns is None:
+            self.start_ns = first[1]
+        yield first
+        yield from records  # no work of ours per record
 
 
 def read_messages(

@@ -175,6 +175,23 @@ def test_summary_lines_stream_from_a_pipe_before_the_capture_ends():
     assert [first.rstrip(b"\n"), *rest] == kdissect(QUORUM).stdout.encode().splitlines()
 
 
+def test_capture_notes_keep_their_place_among_the_lines_however_stdout_is_buffered():
+    """Lines are written in batches; a capture-level note on stderr still comes after the
+    lines listed before it, as it would with every line written at once."""
+    cut = Path(__file__).parent / "fuzz_regressions" / "pipeline-ae7351e709ea.pcap"  # cut short mid-way
+    outputs = []
+    for unbuffered in (False, True):
+        environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+        if unbuffered:
+            environment["PYTHONUNBUFFERED"] = "1"
+        done = subprocess.run([sys.executable, "-m", "kdissect", "--jobs", "1", str(cut)], env=environment,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
+        outputs.append(done.stdout.decode().splitlines())
+    assert outputs[0] == outputs[1]
+    noted = [n for n, line in enumerate(outputs[0]) if line.startswith("kdissect: ")]
+    assert noted == [8, 9] and len(outputs[0]) == 10  # the cut comes after the eight messages before it
+
+
 def test_count_api_and_port_options():
     rows = summary(QUORUM, "-c", "3", "--api", "DescribeQuorum")
     assert len(rows) == 3 and all(r["api"] == "DescribeQuorum" for r in rows)

@@ -26,12 +26,11 @@ data (`RecordBatch.decompressed`), never from the frame.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-
-from crc32c import crc32c as _crc32c
 
 from kdissect.decode.compression import (
     COMPRESSION_NAMES,
@@ -61,7 +60,16 @@ _CONTROL_VALUE = struct.Struct(">hi")
 
 def crc32c(data: bytes | memoryview) -> int:
     """CRC-32C (Castagnoli), the checksum of record batches (C, hardware-accelerated)."""
-    return int(_crc32c(data))
+    return int(_crc32c()(data))
+
+
+@functools.cache
+def _crc32c() -> Callable[[bytes | memoryview], int]:
+    # imported on first use: the package reads its version from its installed metadata when
+    # imported, a tenth of a second that every command would pay, the plain summary too
+    from crc32c import crc32c
+
+    return crc32c
 
 
 # -- values ----------------------------------------------------------------------------

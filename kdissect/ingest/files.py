@@ -64,11 +64,16 @@ def merged_records(sources: Sequence[CaptureSource], origins: PacketOrigins,
     """The records of every source as one capture: merged by time, numbered from 1.
 
     With one source this is that source's records (and origins name it). Raises
-    CaptureError when a source is unreadable and no `unreadable` handler is given.
+    CaptureError (on the first iteration) when a source is unreadable and no
+    `unreadable` handler is given.
     """
     if len(sources) == 1:
-        yield from read_records(sources[0], report)
-        return
+        return read_records(sources[0], report)  # as read, with no generator of ours between
+    return _merged(sources, origins, report, unreadable)
+
+
+def _merged(sources: Sequence[CaptureSource], origins: PacketOrigins, report: Report | None,
+            unreadable: Callable[[int, CaptureError], None] | None) -> Iterator[CaptureRecord]:
     streams = []
     for index, source in enumerate(sources):
         records = read_records(source, _naming(origins.names[index], report))

@@ -242,6 +242,12 @@ class Framer:
             return
         # The fast path: frames cut straight from a payload that starts at a frame boundary.
         position, length = 0, len(payload)
+        if length >= 4 and not notes and not self.notes:
+            size = _SIZE.unpack_from(payload)[0]
+            if size + 4 == length and 0 < size <= self.max_size:  # one whole frame: most packets
+                self.emit(Frame(self.connection, self.direction, offset, payload, number, timestamp,
+                                number, timestamp, True, ()))
+                return
         while length - position >= 4:
             size = _SIZE.unpack_from(payload, position)[0]
             end = position + 4 + size

@@ -70,6 +70,7 @@ SNAPLEN = "cut by the snap length"
 ACKED = "segments lost (acknowledged, never captured)"
 
 FlowKey = tuple[bytes, int, bytes, int]  # src ip, src port, dst ip, dst port
+_CONTROL_FLAGS = SYN | FIN | RST
 
 
 class StreamSink(Protocol):
@@ -139,14 +140,8 @@ class TcpStream:
     def segment(self, seq: int, payload: bytes, missing: int, number: int, timestamp: int) -> None:
         if self.base is None:  # first seen in the middle: start at this byte
             self.base = seq
-        offset = self.offset
-        distance = ((seq - self.base - offset + HALF) & MASK) - HALF
-        if distance == 0 and not self.pending and not missing:  # the usual case, inlined
-            self.recent.append((offset, payload))
-            self.offset = offset + len(payload)
-            self.sink.data(offset, payload, number, timestamp, ())
-            return
-        if distance == 0 and not self.pending:
+        distance = ((seq - self.base - self.offset + HALF) & MASK) - HALF
+        if distance == 0 and not self.pending:  # (ConnectionTracker.segment does this one inline)
             self._deliver(payload, missing, number, timestamp, ())
         elif distance > 0:
             self._hold(self.offset + distance, payload, missing, number, timestamp)
@@ -370,7 +365,7 @@ class ConnectionTracker:
     def segment(self, number: int, timestamp: int, raw: RawSegment) -> None:
         src, src_port, dst, dst_port, seq, ack, flags, payload, missing = raw
         entry = self.table.get((src, src_port, dst, dst_port))
-        if entry is None or flags & (SYN | FIN | RST):
+        if entry is None or flags & _CONTROL_FLAGS:
             self._control(number, timestamp, raw, entry)
             return
         connection, side = entry
@@ -383,7 +378,14 @@ class ConnectionTracker:
             peer.acknowledged(ack, number, timestamp)  # acks bytes not seen (yet)
         if payload or missing:
             stream = streams[side]
-            stream.segment(seq, payload, missing, number, timestamp)
+            offset = stream.offset
+            if (not missing and not stream.pending and stream.base is not None
+                    and not (seq - stream.base - offset) & MASK):  # the next bytes, nothing held:
+                stream.recent.append((offset, payload))          # straight through (the usual case)
+                stream.offset = offset + len(payload)
+                stream.sink.data(offset, payload, number, timestamp, ())
+            else:
+                stream.segment(seq, payload, missing, number, timestamp)
             if stream.fin_offset is not None and connection.complete():  # a late segment
                 self._close(connection)
         if self.ending and timestamp - self.ending[0][0] > self.limits.acked_wait:

@@ -11,6 +11,7 @@ pairing stage links to it (`Message.pair`).
 
 from __future__ import annotations
 
+import functools
 import struct
 import weakref
 from dataclasses import dataclass, field
@@ -210,11 +211,17 @@ def _parse_request(number: int, frame: Frame, data: bytes) -> Message:
         return Message(number, frame, True, None, notes=[_short_header(data, "request")])
     _, key, version, correlation_id = _REQUEST_FIXED.unpack_from(data)
     message = Message(number, frame, True, correlation_id, key, version)
-    if request_header_version(key, version) >= 1:
+    if _has_client_id(key, version):
         message.client_id = _client_id(data, message)
     if key == PRODUCE:
         message.expects_response = produce_acks(message) != 0
     return message
+
+
+@functools.lru_cache(maxsize=1024)
+def _has_client_id(key: int, version: int) -> bool:
+    """Whether the request header holds a client id (every version but v0)."""
+    return request_header_version(key, version) >= 1
 
 
 _CLIENT_IDS: dict[bytes, str] = {}  # client ids as read, decoded once (a few per capture)

@@ -14,7 +14,7 @@ never answered cannot stall the output or pin memory.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from kdissect import notes
 from kdissect.decode.dissect import REQUEST_MISSING
@@ -96,17 +96,21 @@ class Sequencer:
         self._hold_bytes = hold_bytes
         self._held_bytes = 0  # frame bytes of the messages in the queue
 
-    def push(self, message: Message) -> list[Message]:
+    def push(self, message: Message) -> Sequence[Message]:
         """Add the next message; the messages now settled at the head, in order."""
         queue = self._queue
         queue.append(message)
         self._held_bytes += len(message.frame.data)
         newest = message.frame.last_ns
+        head = queue[0]
+        if (head.is_request and head._pair is None and head.expects_response  # not _settled(head)
+                and head.correlation_id is not None and len(queue) <= self._hold_messages
+                and self._held_bytes <= self._hold_bytes and newest - head.frame.last_ns <= self._hold_ns):
+            return ()  # the oldest still waits for its answer, and may: nothing leaves yet
         released = []
         while queue:
             head = queue[0]
-            if (head.is_request and head._pair is None and head.expects_response
-                    and head.correlation_id is not None):  # not settled (see _settled)
+            if not _settled(head):
                 if (len(queue) <= self._hold_messages and self._held_bytes <= self._hold_bytes
                         and newest - head.frame.last_ns <= self._hold_ns):
                     break

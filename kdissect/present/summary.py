@@ -24,9 +24,9 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
                  when: str | None = None, frame_number: bool = False) -> str:
     """`No. time src -> dst API vN Request corr=N info [notes]`.
 
-    Time is `when` when given, else relative to `base_time` when given, else
-    absolute UTC; `frame_number` adds the number of the message's last packet
-    after its own. Only the header, pairing and frame are used unless
+    Time is `when` when given, else relative to `base_time` (nanoseconds since the
+    epoch) when given, else absolute UTC; `frame_number` adds the number of the
+    message's last packet after its own. Only the header, pairing and frame are used unless
     `body_info` asks for what the bodies of the dissected APIs say (which decodes them).
     """
     frame = message.frame
@@ -47,8 +47,10 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
             text += " " + details
     else:  # the common case: the client id (a response's request's) and a response's latency
         request = message if message.is_request else message._pair
-        head, tail = _route_parts(message, None if request is None else request.client_id)
-        text = f"{number} {when} {head} corr={correlation}{tail}"
+        client_id = None if request is None else request.client_id
+        route = _ROUTES.get((id(frame.connection), message.is_request, message.api_key,
+                             message.api_version, client_id)) or _route_parts(message, client_id)
+        text = f"{number} {when} {route[1]} corr={correlation}{route[2]}"
         if request is not None and request is not message:
             text += f" {(frame.last_ns - request.frame.last_ns) / 1e6:.3f} ms"
     if message.notes or frame.notes or message._tree is not None:
@@ -76,12 +78,12 @@ _MAX_ROUTES = 65536
 
 def _route(message: Message) -> str:
     """`src -> dst API vN Request`, cached per connection, direction and API version."""
-    return _route_parts(message, None)[0]
+    return _route_parts(message, None)[1]
 
 
-def _route_parts(message: Message, client_id: str | None) -> tuple[str, str]:
-    """(`src -> dst API vN Request`, what follows the correlation id: ` [tls]` and
-    ` client=ID`), cached per connection, direction, API version and client id."""
+def _route_parts(message: Message, client_id: str | None) -> tuple[object, str, str]:
+    """(the connection, `src -> dst API vN Request`, what follows the correlation id: ` [tls]`
+    and ` client=ID`), cached per connection, direction, API version and client id."""
     connection = message.frame.connection
     key = (id(connection), message.is_request, message.api_key, message.api_version, client_id)
     cached = _ROUTES.get(key)
@@ -97,7 +99,7 @@ def _route_parts(message: Message, client_id: str | None) -> tuple[str, str]:
         if len(_ROUTES) > _MAX_ROUTES:
             _ROUTES.clear()
         cached = _ROUTES[key] = (connection, f"{src:>21} -> {dst:<21} {_api_label(message)} {kind}", tail)
-    return cached[1], cached[2]
+    return cached
 
 
 def _api_label(message: Message) -> str:
