@@ -329,11 +329,19 @@ def _every(_message: Message) -> bool:
     return True
 
 
-def table_of(messages: list[Message], name: str) -> pd.DataFrame:
-    """Table `name` over `messages` in this process (what a table worker runs)."""
-    if name in TABLES:  # that table alone
+def table_of(messages: list[Message], name: str,
+             ahead: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Table `name` over `messages` in this process (what a table worker runs). Given
+    `ahead` (kept by the caller for these messages), the per-API tables are made as one
+    process makes them: together, in one pass that decodes each body once, the first time
+    one of them is asked for; `ahead` holds the others until they are."""
+    if name not in TABLES:
+        return Capture(messages).table(name)
+    if ahead is None:  # that table alone
         return _api_frame(messages, TABLES[name])
-    return Capture(messages).table(name)
+    if name not in ahead:
+        ahead.update(_api_frames(messages, list(TABLES.values())))
+    return ahead.pop(name)
 
 
 # -- generic tables -----------------------------------------------------------

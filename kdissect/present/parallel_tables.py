@@ -42,7 +42,8 @@ RUNS_PER_JOB = 2  # runs of messages per worker process, to even out their cost 
 MESSAGE_BYTES = 200  # what a message costs beyond its bytes, in bytes, when runs are cut
 
 State = tuple[Any, ...]
-Builder = Callable[[list[Message], str], pd.DataFrame]
+# (a run's messages, the table's name, a dict kept per run for tables made ahead) -> the table
+Builder = Callable[[list[Message], str, dict[str, pd.DataFrame]], pd.DataFrame]
 Link = tuple[int, Any, Any, bool]  # a connection: index, client, server, tls
 
 WORKER_CPU: dict[int, float] = {}  # CPU seconds each table worker has spent, by process id
@@ -183,6 +184,7 @@ def serve(pipe: Any, definitions: tuple[DefinitionSource, ...] | None) -> None:
     until its pipe ends. Each answer is (kind, payload, CPU seconds so far)."""
     runs: list[tuple[int, list[Message]]] = []
     built: dict[int, Message] = {}
+    ahead: dict[int, dict[str, pd.DataFrame]] = {}  # per run: tables made before they are asked for
     try:
         use_definitions(definitions)
         while True:
@@ -195,6 +197,7 @@ def serve(pipe: Any, definitions: tuple[DefinitionSource, ...] | None) -> None:
                 if request[0] == "keep":
                     with cycle_collection_paused():
                         runs, built = _kept(*request[1:])
+                    ahead = {index: {} for index, _run in runs}
                     gc.freeze()  # kept for every table: the cycle collector need not walk them again
                     answer: tuple[str, Any] = ("kept", None)
                 else:
@@ -203,7 +206,7 @@ def serve(pipe: Any, definitions: tuple[DefinitionSource, ...] | None) -> None:
                     for number in trees:
                         if number in own:
                             built[number].tree()  # built in the parent: its notes show in the tables
-                    answer = ("parts", [(index, builder(run, name)) for index, run in runs])
+                    answer = ("parts", [(index, builder(run, name, ahead[index])) for index, run in runs])
             except Exception as problem:  # every failure goes to the parent, in words
                 answer = ("error", f"{type(problem).__name__}: {problem}")
             pipe.send((*answer, time.process_time()))
