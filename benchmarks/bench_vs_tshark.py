@@ -29,6 +29,7 @@ every tree node, built in Python) against tshark -V.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import platform
 import re
@@ -137,6 +138,9 @@ def main() -> None:
     kdissect, tshark = shutil.which("kdissect"), shutil.which("tshark")
     if not kdissect or not tshark or not os.access(GNU_TIME, os.X_OK):
         sys.exit("needs `kdissect` (pip install -e .), `tshark` and GNU time (apt install time)")
+    # As an installed package has it: the package's bytecode compiled, so that no timed run
+    # compiles kdissect's modules from source (as it would with PYTHONDONTWRITEBYTECODE set).
+    compileall.compile_dir(str(HERE.parent / "kdissect"), quiet=1)
     captures = args.capture or []
     if not captures:
         args.out.mkdir(parents=True, exist_ok=True)
