@@ -20,6 +20,7 @@ from kdissect.present.fields import (
     schema_index,
     scoped_structs,
 )
+from tests.every_message import count_passing
 
 FUZZ_REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 
@@ -59,27 +60,17 @@ def _agree(message: Message) -> bool:
     return True
 
 
-def _agree_on(paths: list[Path]) -> int:
-    taken = 0
-    for path in paths:
-        for message in read_messages(path):
-            try:
-                taken += _agree(message)
-            except AssertionError as problem:
-                raise AssertionError(f"{path.name} message {message.number}: {problem}") from None
-    return taken
-
-
 def test_flat_values_read_as_the_tree_on_every_shipped_capture(shipped_captures: Path) -> None:
-    assert _agree_on(sorted(shipped_captures.glob("*.pcap"))) > 50
+    assert count_passing(sorted(shipped_captures.glob("*.pcap")), _agree) > 50
 
 
 def test_flat_values_read_as_the_tree_on_every_third_party_capture(public_captures: Path) -> None:
-    _agree_on(sorted(p for p in public_captures.iterdir() if p.suffix in (".pcap", ".pcapng")))
+    third_party = sorted(p for p in public_captures.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    count_passing(third_party, _agree)
 
 
 def test_flat_values_read_as_the_tree_on_every_fuzz_regression() -> None:
-    _agree_on(sorted(FUZZ_REGRESSIONS.glob("*.pcap")))
+    count_passing(sorted(FUZZ_REGRESSIONS.glob("*.pcap")), _agree)
 
 
 def test_a_body_already_kept_as_a_tree_is_read_from_the_tree(shipped_captures: Path) -> None:

@@ -25,10 +25,10 @@ from kdissect.dissectors.summaries import (
     entity_walks,
 )
 from kdissect.pair.message import Message
-from kdissect.pipeline import read_messages
 from kdissect.present.changes import SCOPE_NAMES, _state, body_state
 from kdissect.present.fields import GENERATED_FIELDS, TreeBody, scoped_structs
 from kdissect.present.summary import body_plan
+from tests.every_message import count_passing
 
 FUZZ_REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 ENTITY_TYPES = ("topicName", "groupId", "transactionalId", "brokerId", "producerId")
@@ -79,27 +79,17 @@ def _check(message: Message) -> bool:
     return True
 
 
-def _check_all(paths: list[Path]) -> int:
-    read = 0
-    for path in paths:
-        for message in read_messages(path):
-            try:
-                read += _check(message)
-            except AssertionError as problem:
-                raise AssertionError(f"{path.name} message {message.number}: {problem}") from None
-    return read
-
-
 def test_walks_find_what_the_tree_holds_on_every_shipped_capture(shipped_captures: Path) -> None:
-    assert _check_all(sorted(shipped_captures.glob("*.pcap"))) > 50
+    assert count_passing(sorted(shipped_captures.glob("*.pcap")), _check) > 50
 
 
 def test_walks_find_what_the_tree_holds_on_every_third_party_capture(public_captures: Path) -> None:
-    assert _check_all(sorted(p for p in public_captures.iterdir() if p.suffix in (".pcap", ".pcapng"))) > 5
+    third_party = sorted(p for p in public_captures.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    assert count_passing(third_party, _check) > 5
 
 
 def test_walks_find_what_the_tree_holds_on_every_fuzz_regression() -> None:
-    _check_all(sorted(FUZZ_REGRESSIONS.glob("*.pcap")))
+    count_passing(sorted(FUZZ_REGRESSIONS.glob("*.pcap")), _check)
 
 
 def test_no_generated_value_is_read_by_the_change_marks() -> None:

@@ -217,8 +217,7 @@ def _pcap_chunks(stream: Reader, layout: _PcapLayout, number: int, seconds: int,
             data = chunk[start:] + _read_exact(stream, position - len(chunk))
             chunk, position = b"", 0
             if len(data) < captured:
-                report(warn(f"capture cut short: packet {number + 1} has {len(data)} of its "
-                            f"{captured} bytes; the rest of the file is missing", id="pcap.cut_short"))
+                _cut_short(number + 1, len(data), captured, report)
                 return number, seconds, None
         number += 1
         seconds = when
@@ -245,12 +244,16 @@ def _pcap_run(stream: Reader, layout: _PcapLayout, number: int, seconds: int,
         if len(data) < captured:
             data += _read_exact(stream, captured - len(data))
             if len(data) < captured:
-                report(warn(f"capture cut short: packet {number + 1} has {len(data)} of its "
-                            f"{captured} bytes; the rest of the file is missing", id="pcap.cut_short"))
+                _cut_short(number + 1, len(data), captured, report)
                 return number, seconds, None
         number += 1
         seconds = when
         yield number, when * 1_000_000_000 + fraction * resolution, linktype, data, original
+
+
+def _cut_short(number: int, got: int, captured: int, report: Report) -> None:
+    report(warn(f"capture cut short: packet {number} has {got} of its {captured} bytes; "
+                "the rest of the file is missing", id="pcap.cut_short"))
 
 
 def _resume(stream: Reader, header: bytes, layout: _PcapLayout, number: int, seconds: int,
