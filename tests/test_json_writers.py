@@ -1,13 +1,14 @@
-"""The JSON writers' ASCII escaping, against the standard library's `ensure_ascii`."""
+"""The JSON writers' ASCII escaping and exact times, against the standard library."""
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kdissect.present.records import ascii_json
+from kdissect.present.records import CaptureTime, ascii_json
 
 
 @given(st.text())
@@ -26,3 +27,8 @@ def test_ascii_json_escapes_as_json_dumps_does(text: str) -> None:
 
 def test_ascii_json_writes_pairs_beyond_the_basic_plane() -> None:
     assert ascii_json('"\u202eevil\U0001f600\u00e9"') == '"\\u202eevil\\ud83d\\ude00\\u00e9"'
+
+
+@given(st.integers(-(2**64), 2**64))
+def test_capture_time_writes_the_exact_decimal_of_its_nanoseconds(nanoseconds: int) -> None:
+    assert CaptureTime(nanoseconds).exact() == f"{Decimal(nanoseconds).scaleb(-9):f}"

@@ -6,7 +6,6 @@ import codecs
 import math
 import re
 import uuid
-from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -67,7 +66,8 @@ class CaptureTime(float):
 
     def exact(self) -> str:
         """The exact decimal: 1795952649.778123456."""
-        return f"{Decimal(self.ns).scaleb(-9):f}"
+        whole, fraction = divmod(abs(self.ns), 1_000_000_000)
+        return f"{'-' if self.ns < 0 else ''}{whole}.{fraction:09d}"
 
 
 def note_record(note: Note) -> dict[str, Any]:
