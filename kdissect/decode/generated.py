@@ -19,10 +19,12 @@ A `records` field's value is its bytes, as on the interpreter's tree; the
 decoder takes it only when its record batches decode without a note (see
 `check_records`), so nothing the interpreter would say about them is lost.
 
-Runs of fixed-size fields become one `struct` call. Anything unusual (tagged
-fields present, a length past the end, bad UTF-8, a null where the version
-allows none, a presence byte other than 1 or -1, a non-minimal varint, a field
-kind this generator does not know) makes the decoder give up: the caller then
+Runs of fixed-size fields become one `struct` call. A tagged-field block that is
+not empty is checked (`tagged_fields_reader`) and skipped: tagged values are not
+flat values on either path. Anything unusual (a length past the end, bad UTF-8,
+a null where the version allows none, a presence byte other than 1 or -1, a
+non-minimal varint, a tag out of order, a field kind this generator does not
+know) makes the decoder give up: the caller then
 asks the interpreter, which explains the problem in its tree. So a value from
 the fast path is always exactly the interpreter's value.
 """
@@ -183,9 +185,11 @@ class _Generator:
             batch = []
             values.append((field, self.field(field, indent)))
         values.extend(self.batch(batch, indent))
-        if plan.flexible:  # an empty tagged-field block, or not the fast path
-            self.out.emit(indent, "if data[pos]: unusual('tagged fields')")
-            self.out.emit(indent, "pos += 1")
+        if plan.flexible:  # most tagged-field blocks are empty: one byte, 0
+            reader = self.out.fresh("tagged")
+            self.out.constants[reader] = tagged_fields_reader(plan)
+            self.out.emit(indent, f"if data[pos]: pos = {reader}(data, pos, limit)")
+            self.out.emit(indent, "else: pos += 1")
         name = self.out.fresh("s")
         items = ", ".join(f"{field.name!r}: {value}" for field, value in values)
         self.out.emit(indent, f"{name} = {{{items}}}")
@@ -362,6 +366,65 @@ def struct_decoder(plan: StructPlan) -> StructDecoder | None:
     return decoder
 
 
+FieldDecoder = Callable[[bytes, int, int], tuple[Any, int]]
+_FIELD_DECODERS: dict[int, tuple[FieldPlan, FieldDecoder | None]] = {}
+
+
+def field_decoder(field: FieldPlan) -> FieldDecoder | None:
+    """The generated decoder of one field's value (a tagged field's), compiled on first use.
+
+    It reads the value at `pos` and returns (flat value, end), refusing as
+    `struct_decoder`'s do; None when the field's kind is not handled.
+    """
+    found = _FIELD_DECODERS.get(id(field))
+    if found is not None and found[0] is field:
+        return found[1]
+    out = _Writer()
+    out.emit(0, "def decode_field(data, pos, limit):")
+    try:
+        value = _Generator(out).field(field, 1)
+        out.emit(1, f"return {value}, pos")
+        decoder: FieldDecoder | None = out.compile("decode_field")
+    except Unsupported:
+        decoder = None
+    _FIELD_DECODERS[id(field)] = (field, decoder)
+    return decoder
+
+
+TaggedFieldsReader = Callable[[bytes, int, int], int]
+
+
+def tagged_fields_reader(plan: StructPlan) -> TaggedFieldsReader:
+    """What a struct's generated decoder calls on a non-empty tagged-field block: its end.
+
+    The block's values are not part of the struct's flat values (the interpreter's
+    `tree_values` has none either); what is checked is that the interpreter would
+    have nothing to say about it: tags ascending, every entry within `limit`, each
+    known tag's value decoding to exactly its declared size. Anything else is
+    refused. Unknown tags are kept as their bytes, as the interpreter keeps them.
+    """
+    decoders = {tag: field_decoder(field) for tag, field in plan.tagged.items()}
+
+    def read_tagged_fields(data: bytes, pos: int, limit: int) -> int:
+        count, pos = uvarint(data, pos)
+        if pos + 2 * count > limit:
+            raise Unusual("tagged fields past the end")
+        previous = -1
+        for _ in range(count):
+            tag, pos = uvarint(data, pos)
+            size, start = uvarint(data, pos)
+            pos = start + size
+            if pos > limit or tag <= previous:
+                raise Unusual("a tagged field past the end, or tags out of order")
+            previous = tag
+            if tag in decoders:
+                decoder = decoders[tag]
+                if decoder is None or decoder(data, start, pos)[1] != pos:
+                    raise Unusual(f"tagged field {tag} not exactly its declared size")
+        return pos
+    return read_tagged_fields
+
+
 MessageDecoder = Callable[[bytes], dict[str, Any]]
 _MESSAGE_DECODERS: dict[tuple[int, int, str], MessageDecoder | None] = {}
 
@@ -419,5 +482,6 @@ def decode_values(plan: StructPlan, data: bytes, pos: int, limit: int) -> tuple[
     return (values, end) if end <= limit else None
 
 
-__all__ = ["FAST_PATH_REFUSALS", "MessageDecoder", "StructDecoder", "Unusual", "decode_values", "make_uuid",
-           "message_decoder", "struct_decoder", "uvarint"]
+__all__ = ["FAST_PATH_REFUSALS", "FieldDecoder", "MessageDecoder", "StructDecoder", "TaggedFieldsReader", "Unusual",
+           "decode_values", "field_decoder", "make_uuid", "message_decoder", "struct_decoder", "tagged_fields_reader",
+           "uvarint"]

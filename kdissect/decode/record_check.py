@@ -23,6 +23,7 @@ from kdissect.decode.records import (
     _checked,
     crc32c,
     decode_legacy,
+    zigzag_varint,
 )
 
 _CONTROL_KEY_SIZE = 4  # version int16 + type int16
@@ -79,7 +80,7 @@ def _records_clean(data: bytes, pos: int, end: int, count: int, control: bool) -
 
 def _record_end(data: bytes, pos: int, end: int, control: bool) -> int:
     """Where the record at `pos` ends when `records._record` reads it without complaint; -1 else."""
-    length, at = _varint(data, pos, end, 5)
+    length, at = zigzag_varint(data, pos, end, 5)
     if at < 0:
         return -1
     record_end = at + length
@@ -87,7 +88,7 @@ def _record_end(data: bytes, pos: int, end: int, control: bool) -> int:
         return -1
     at += 1  # attributes
     for width in (10, 5):  # timestamp delta, offset delta
-        _, at = _varint(data, at, record_end, width)
+        _, at = zigzag_varint(data, at, record_end, width)
         if at < 0:
             return -1
     key_length, at = _bytes_end(data, at, record_end)
@@ -96,7 +97,7 @@ def _record_end(data: bytes, pos: int, end: int, control: bool) -> int:
     _, at = _bytes_end(data, at, record_end)  # the value
     if at < 0:
         return -1
-    headers, at = _varint(data, at, record_end, 5)
+    headers, at = zigzag_varint(data, at, record_end, 5)
     if at < 0 or headers < 0 or 2 * headers > record_end - at:
         return -1
     for _ in range(headers):
@@ -111,7 +112,7 @@ def _record_end(data: bytes, pos: int, end: int, control: bool) -> int:
 
 def _bytes_end(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """(length, end) of varint-length bytes (-1: null); (0, -1) where `records._varbytes` objects."""
-    length, at = _varint(data, pos, end, 5)
+    length, at = zigzag_varint(data, pos, end, 5)
     if at < 0 or length < -1:
         return 0, -1
     if length == -1:
@@ -119,22 +120,6 @@ def _bytes_end(data: bytes, pos: int, end: int) -> tuple[int, int]:
     if at + length > end:
         return 0, -1
     return length, at + length
-
-
-def _varint(data: bytes, pos: int, end: int, width: int) -> tuple[int, int]:
-    """A zigzag varint of at most `width` bytes within data[:end]: (value, end); (0, -1) else."""
-    if pos < end:
-        byte = data[pos]
-        if byte < 0x80:
-            return (byte >> 1) ^ -(byte & 1), pos + 1
-    raw = shift = 0
-    for at in range(pos, min(pos + width, end)):
-        byte = data[at]
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), at + 1
-        shift += 7
-    return 0, -1
 
 
 __all__ = ["records_clean"]

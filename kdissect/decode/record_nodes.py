@@ -136,19 +136,25 @@ def batch_display(batch: RecordBatch) -> str:
     return ", ".join(parts)
 
 
+def attributes_display(batch: RecordBatch) -> str:
+    return f"0x{batch.attributes:04x} ({batch.compression}, {batch.timestamp_type})"
+
+
+def attribute_bits(batch: RecordBatch) -> list[tuple[str, str, object, str]]:
+    """What a batch's attribute bits say, as (name, type, value, about) of generated fields."""
+    return [("compression", "string", batch.compression, "bits 0-2: compression codec"),
+            ("timestampType", "string", batch.timestamp_type, "bit 3"),
+            ("isTransactional", "bool", batch.transactional, "bit 4"),
+            ("isControl", "bool", batch.control, "bit 5: transaction markers"),
+            ("hasDeleteHorizon", "bool", batch.delete_horizon, "bit 6: baseTimestamp is the delete horizon")]
+
+
 def _annotate_header(node: Node, batch: RecordBatch) -> None:
     crc, attributes = node["crc"], node["attributes"]
     crc.display = f"0x{batch.crc:08x} ({'correct' if batch.crc_ok else f'wrong, content gives 0x{batch.computed_crc:08x}'})"
-    attributes.display = f"0x{batch.attributes:04x} ({batch.compression}, {batch.timestamp_type})"
+    attributes.display = attributes_display(batch)
     at = attributes.offset
-    attributes.children = [
-        _generated("compression", "string", batch.compression, at, "bits 0-2: compression codec"),
-        _generated("timestampType", "string", batch.timestamp_type, at, "bit 3"),
-        _generated("isTransactional", "bool", batch.transactional, at, "bit 4"),
-        _generated("isControl", "bool", batch.control, at, "bit 5: transaction markers"),
-        _generated("hasDeleteHorizon", "bool", batch.delete_horizon, at,
-                   "bit 6: baseTimestamp is the delete horizon"),
-    ]
+    attributes.children = [_generated(name, kind, value, at, about) for name, kind, value, about in attribute_bits(batch)]
     for name in ("baseTimestamp", "maxTimestamp"):
         field = node[name]
         field.display = timestamp_display(field.value)
@@ -391,6 +397,7 @@ def count_text(count: int, noun: str = "record") -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-__all__ = ["BATCH_FIELDS", "DECOMPRESSED_ABOUT", "MAX_VALUE_BYTES", "batch_display", "count_text", "entries_nodes",
+__all__ = ["BATCH_FIELDS", "DECOMPRESSED_ABOUT", "MAX_VALUE_BYTES", "attribute_bits", "attributes_display",
+           "batch_display", "count_text", "entries_nodes",
            "entry_node", "hex_value", "message_display", "record_display", "records_unexpanded", "timestamp_display",
            "value_display"]

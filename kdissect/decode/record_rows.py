@@ -16,6 +16,8 @@ from kdissect.decode import records as rec
 from kdissect.decode.record_nodes import (
     BATCH_FIELDS,
     DECOMPRESSED_ABOUT,
+    attribute_bits,
+    attributes_display,
     batch_display,
     count_text,
     hex_value,
@@ -77,15 +79,9 @@ def _annotate_header(children: list[Row], batch: RecordBatch) -> None:
     name, kind, value, _, at, size, about, _, _ = children[4]
     children[4] = (name, kind, value, f"0x{batch.crc:08x} (correct)", at, size, about, None, False)
     name, kind, value, _, at, size, about, _, _ = children[5]
-    children[5] = (name, kind, value, f"0x{batch.attributes:04x} ({batch.compression}, {batch.timestamp_type})",
-                   at, size, about, [
-                       _generated("compression", "string", batch.compression, at, "bits 0-2: compression codec"),
-                       _generated("timestampType", "string", batch.timestamp_type, at, "bit 3"),
-                       _generated("isTransactional", "bool", batch.transactional, at, "bit 4"),
-                       _generated("isControl", "bool", batch.control, at, "bit 5: transaction markers"),
-                       _generated("hasDeleteHorizon", "bool", batch.delete_horizon, at,
-                                  "bit 6: baseTimestamp is the delete horizon"),
-                   ], False)
+    bits = [_generated(bit, bit_kind, bit_value, at, bit_about)
+            for bit, bit_kind, bit_value, bit_about in attribute_bits(batch)]
+    children[5] = (name, kind, value, attributes_display(batch), at, size, about, bits, False)
     for index in (7, 8):  # baseTimestamp, maxTimestamp
         name, kind, value, _, at, size, about, _, _ = children[index]
         children[index] = (name, kind, value, timestamp_display(value), at, size, about, None, False)

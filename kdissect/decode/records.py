@@ -494,8 +494,13 @@ def _control(key: bytes | None, value: bytes | None, pos: int) -> ControlRecord:
     return ControlRecord(version, kind, value_version, epoch)
 
 
-def _varint(data: bytes, pos: int, end: int, width: int, what: str) -> tuple[int, int]:
-    """A zigzag varint of at most `width` bytes (5: int32, 10: int64): (value, end)."""
+def zigzag_varint(data: bytes, pos: int, end: int, width: int) -> tuple[int, int]:
+    """A zigzag varint of at most `width` bytes (5: int32, 10: int64) within data[:end]:
+    (value, end); (0, -1) when it runs past `end` or is longer than `width`."""
+    if pos < end:
+        byte = data[pos]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
     raw = shift = 0
     for at in range(pos, min(pos + width, end)):
         byte = data[at]
@@ -503,6 +508,14 @@ def _varint(data: bytes, pos: int, end: int, width: int, what: str) -> tuple[int
         if byte < 0x80:
             return (raw >> 1) ^ -(raw & 1), at + 1
         shift += 7
+    return 0, -1
+
+
+def _varint(data: bytes, pos: int, end: int, width: int, what: str) -> tuple[int, int]:
+    """`zigzag_varint`, or the reason it has no value."""
+    value, at = zigzag_varint(data, pos, end, width)
+    if at >= 0:
+        return value, at
     if pos + width > end:
         raise _Bad(f"{what}: varint runs past the end", pos)
     raise _Bad(f"{what}: varint longer than {width} bytes", pos)
@@ -674,4 +687,5 @@ __all__ = [
     "decode_records",
     "entries_records",
     "record_rows",
+    "zigzag_varint",
 ]

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from kdissect.apis import APIS, request_header_version, response_header_version
 from kdissect.decode.dissect import FRAME_ABOUT, HEADER_ABOUT, HEADER_NAME, SIZE_ABOUT, message_name
-from kdissect.decode.generated import FAST_PATH_REFUSALS, struct_decoder
+from kdissect.decode.generated import FAST_PATH_REFUSALS, field_decoder, struct_decoder, uvarint
 from kdissect.decode.interpreter import (
     NULLABLE_STRUCT_ABOUT,
     count_display,
@@ -156,7 +156,10 @@ class _Layout:
             append(row)
             pos += row[SIZE]
         if plan.flexible:
-            rows.append(("tagged_fields", "uvarint", 0, "0", pos, 1, plan.tagged_about, None, False))
+            if self.data[pos]:
+                append(self.tagged_fields(plan, pos))
+            else:
+                append(("tagged_fields", "uvarint", 0, "0", pos, 1, plan.tagged_about, None, False))
         extra = self.generated.get(id(values)) if self.generated else None
         if extra:
             _insert_generated(rows, extra)
@@ -185,6 +188,44 @@ class _Layout:
         if kind is Kind.RECORDS:
             return self.records(f, name, value, pos, about)
         return (name, f.label, value, repr(value), pos, 8, about, None, False)  # float64
+
+    def tagged_fields(self, plan: StructPlan, pos: int) -> Row:
+        """A tagged-field block that is not empty, read again from the frame (the fast path
+        checked it: ascending tags, each known value exactly its declared size)."""
+        count, at = uvarint(self.data, pos)
+        entries: list[Row] = [("count", "uvarint", count, str(count), pos, at - pos,
+                               "number of tagged fields that follow", None, False)]
+        for _ in range(count):
+            entry = self.tagged_entry(plan, at)
+            entries.append(entry)
+            at += entry[SIZE]
+        return ("tagged_fields", "uvarint", count, str(count), pos, at - pos, plan.tagged_about, entries, False)
+
+    def tagged_entry(self, plan: StructPlan, pos: int) -> Row:
+        data = self.data
+        tag, after_tag = uvarint(data, pos)
+        size, start = uvarint(data, after_tag)
+        end = start + size
+        header: list[Row] = [("tag", "uvarint", tag, str(tag), pos, after_tag - pos, "tag number", None, False),
+                             ("size", "uvarint", size, str(size), after_tag, start - after_tag,
+                              "bytes of the tagged value", None, False)]
+        field = plan.tagged.get(tag)
+        if field is None:
+            raw = data[start:end]
+            shown = hex_display(raw)
+            header.append(("data", "bytes", raw, shown, start, size, "value of an unknown tag", None, False))
+            return (f"unknown_tag_{tag}", "bytes", raw, shown, pos, end - pos,
+                    "tagged field this version does not define", header, False)
+        decoder = field_decoder(field)
+        assert decoder is not None  # the fast path decoded it
+        value_row = self.field(field, "value", decoder(data, start, end)[0], start, field.about)
+        header.append(value_row)
+        value, shown = value_row[VALUE], value_row[DISPLAY]
+        rule = self.displays.get(field.name) if self.displays else None
+        if rule is not None and type(value) is int:  # the API's rule, by the tagged field's name
+            named = rule(value)
+            shown = str(value) if named is None else named
+        return (field.name, field.label, value, shown, pos, end - pos, field.about, header, False)
 
     def array(self, f: FieldPlan, name: str, value: list[Any] | None, pos: int, about: str) -> Row:
         count = None if value is None else len(value)

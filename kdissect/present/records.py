@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 import uuid
-from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -66,7 +66,8 @@ class CaptureTime(float):
 
     def exact(self) -> str:
         """The exact decimal: 1795952649.778123456."""
-        return f"{Decimal(self.ns).scaleb(-9):f}"
+        whole, fraction = divmod(abs(self.ns), 1_000_000_000)
+        return f"{'-' if self.ns < 0 else ''}{whole}.{fraction:09d}"
 
 
 def note_record(note: Note) -> dict[str, Any]:
@@ -96,31 +97,38 @@ def tree_record(node: Node, *, about: bool = True) -> dict[str, Any]:
 
 def rows_record(row: Row, *, about: bool = True) -> dict[str, Any]:
     """The same record as `tree_record`, from a tree laid out as rows (which carry no notes)."""
-    return _rows_record_about(row) if about else _rows_record(row)
+    return (_rows_records_about if about else _rows_records)([row])[0]
 
 
-def _rows_record(row: Row) -> dict[str, Any]:
-    name, kind, value, display, offset, size, _, children, generated = row
-    if value is not None and type(value) is not int and type(value) is not str:
-        value = json_value(value)
-    record: dict[str, Any] = {"name": name, "type": kind, "value": value, "display": display, "offset": offset,
-                              "size": size, "children": [_rows_record(child) for child in children] if children
-                              else []}
-    if generated:
-        record["generated"] = True
-    return record
+# Most rows are leaves: each list of children is one call, its leaves made inline.
 
 
-def _rows_record_about(row: Row) -> dict[str, Any]:
-    name, kind, value, display, offset, size, about, children, generated = row
-    if value is not None and type(value) is not int and type(value) is not str:
-        value = json_value(value)
-    record: dict[str, Any] = {"name": name, "type": kind, "value": value, "display": display, "offset": offset,
-                              "size": size, "about": about,
-                              "children": [_rows_record_about(child) for child in children] if children else []}
-    if generated:
-        record["generated"] = True
-    return record
+def _rows_records(rows: list[Row]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    append = records.append
+    for name, kind, value, display, offset, size, _, children, generated in rows:
+        if value is not None and type(value) is not int and type(value) is not str:
+            value = json_value(value)
+        record = {"name": name, "type": kind, "value": value, "display": display, "offset": offset, "size": size,
+                  "children": _rows_records(children) if children else []}
+        if generated:
+            record["generated"] = True
+        append(record)
+    return records
+
+
+def _rows_records_about(rows: list[Row]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    append = records.append
+    for name, kind, value, display, offset, size, about, children, generated in rows:
+        if value is not None and type(value) is not int and type(value) is not str:
+            value = json_value(value)
+        record = {"name": name, "type": kind, "value": value, "display": display, "offset": offset, "size": size,
+                  "about": about, "children": _rows_records_about(children) if children else []}
+        if generated:
+            record["generated"] = True
+        append(record)
+    return records
 
 
 def message_tree_record(message: Message, *, about: bool = False) -> dict[str, Any]:
@@ -138,7 +146,20 @@ def message_json(message: Message, *, about: bool = False) -> str:
     # `time` is the exact decimal of the capture's nanoseconds (a JSON number; a float
     # would round it). `number` and `frame` come first, so the first "time" is this one.
     text = text.replace('"time":0', f'"time":{time.exact()}', 1)
-    return text if text.isascii() else _NON_ASCII.sub(_escape, text)
+    return ascii_json(text)
+
+
+def ascii_json(text: str) -> str:
+    """JSON text with every non-ASCII character written as \\u escapes (UTF-16 pairs beyond the BMP)."""
+    return text if text.isascii() else text.encode("ascii", _JSON_ESCAPES).decode("ascii")
+
+
+def _json_escapes(error: UnicodeError) -> tuple[str, int]:
+    """An ASCII encoder's error handler: a run of non-ASCII characters as JSON \\u escapes.
+
+    The encoder finds the runs far faster than a regular expression scanning the text."""
+    assert isinstance(error, UnicodeEncodeError)
+    return _NON_ASCII.sub(_escape, error.object[error.start:error.end]), error.end
 
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
@@ -150,6 +171,10 @@ def _escape(match: re.Match[str]) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000
     return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
+
+
+_JSON_ESCAPES = "kdissect-json-escapes"
+codecs.register_error(_JSON_ESCAPES, _json_escapes)
 
 
 def json_value(value: Any) -> Any:
