@@ -8,7 +8,8 @@ that looks up those fields by name and descends only into the arrays and
 structs that can hold them, in wire order, as the generic walk would:
 
 - `error_walk(plan)`: every non-zero `...ErrorCode` integer, depth first, each
-  with the chain of structs (and array indexes) it sits in;
+  with the chain of structs (and array indexes) it sits in (`error_code_walk`:
+  the codes alone, for counting);
 - `scope_walk(plan, names, wanted)`: the values of `names` as each struct sees
   them (its own, else the nearest enclosing struct's), for every struct that
   sees at least one of `wanted`;
@@ -33,6 +34,8 @@ Chain = tuple[Values, str | None, int | None, Any]
 # Called for each non-zero error code: (field name, code, the chain of the struct holding it).
 ErrorFound = Callable[[str, int, Chain], None]
 ErrorWalk = Callable[[Values, ErrorFound], None]
+# Appends each non-zero error code of a body to the list it is given.
+ErrorCodeWalk = Callable[[Values, list[int]], None]
 ScopeWalk = Callable[[Values], list[tuple[Any, ...]]]
 PathWalk = Callable[[Values], list[Any]]
 
@@ -114,51 +117,68 @@ def _holds(plan: StructPlan, wanted: Callable[[FieldPlan], bool], memo: dict[int
 # -- error codes -------------------------------------------------------------------------
 
 
-_ERROR_WALKS: dict[int, tuple[StructPlan, ErrorWalk]] = {}
+_ERROR_WALKS: dict[tuple[int, bool], tuple[StructPlan, Callable[..., None]]] = {}
 
 
 def error_walk(plan: StructPlan) -> ErrorWalk:
     """`walk(values, found)` calls `found(field, code, chain)` for each non-zero error code of a
     body of this plan, depth first in wire order (compiled on first use, kept per plan)."""
-    cached = _ERROR_WALKS.get(id(plan))
+    return _compiled_error_walk(plan, chained=True)
+
+
+def error_code_walk(plan: StructPlan) -> ErrorCodeWalk:
+    """`walk(values, codes)` appends each non-zero error code of a body of this plan to `codes`,
+    in `error_walk`'s order (the same walk without the chains: what counting errors needs)."""
+    return _compiled_error_walk(plan, chained=False)
+
+
+def _compiled_error_walk(plan: StructPlan, *, chained: bool) -> Callable[..., None]:
+    cached = _ERROR_WALKS.get((id(plan), chained))
     if cached is not None and cached[0] is plan:
         return cached[1]
     memo: dict[int, bool] = {}
     source = _Source()
     if not _holds(plan, is_error_code, memo):
-        walk: ErrorWalk = _no_errors
+        walk: Callable[..., None] = _no_errors
     else:
         entry = source.function("errors", plan)
         while source.pending:
-            _error_function(source, source.pending.pop(), memo)
+            _error_function(source, source.pending.pop(), memo, chained=chained)
         source.emit(0, "def walk(values, found):")
-        source.emit(1, f"{entry}(values, None, None, None, found)")
+        source.emit(1, f"{entry}(values, None, None, None, found)" if chained else f"{entry}(values, found)")
         walk = source.compile("walk", {})
-    _ERROR_WALKS[id(plan)] = (plan, walk)
+    _ERROR_WALKS[id(plan), chained] = (plan, walk)
     return walk
 
 
-def _no_errors(values: Values, found: ErrorFound) -> None:
+def _no_errors(values: Values, found: object) -> None:
     """The walk of a body whose definition has no error code."""
 
 
-def _error_function(source: _Source, plan: StructPlan, memo: dict[int, bool]) -> None:
-    source.emit(0, f"def {source.names[id(plan)]}(s, name, index, outer, found):")
-    source.emit(1, "here = (s, name, index, outer)")
+def _error_function(source: _Source, plan: StructPlan, memo: dict[int, bool], *, chained: bool) -> None:
+    """With `chained`, `found(field, code, chain)` is called; without, `found` is the list of codes."""
+    if chained:
+        source.emit(0, f"def {source.names[id(plan)]}(s, name, index, outer, found):")
+        source.emit(1, "here = (s, name, index, outer)")
+    else:
+        source.emit(0, f"def {source.names[id(plan)]}(s, found):")
     for field in plan.fields:
         inner = inner_struct(field)
         if is_error_code(field):
             source.emit(1, f"c = s.get({field.name!r})")
-            source.emit(1, f"if c and type(c) is int: found({field.name!r}, c, here)")
+            report = f"found({field.name!r}, c, here)" if chained else "found.append(c)"
+            source.emit(1, f"if c and type(c) is int: {report}")
         elif inner is not None and _holds(inner, is_error_code, memo):
             callee = source.function("errors", inner)
             source.emit(1, f"v = s.get({field.name!r})")
             if field.kind is Kind.ARRAY:
                 source.emit(1, "if v:")
-                source.emit(2, "for i, e in enumerate(v):")
-                source.emit(3, f"if type(e) is dict: {callee}(e, {field.name!r}, i, here, found)")
+                source.emit(2, "for i, e in enumerate(v):" if chained else "for e in v:")
+                call = f"{callee}(e, {field.name!r}, i, here, found)" if chained else f"{callee}(e, found)"
+                source.emit(3, f"if type(e) is dict: {call}")
             else:
-                source.emit(1, f"if type(v) is dict: {callee}(v, {field.name!r}, None, here, found)")
+                call = f"{callee}(v, {field.name!r}, None, here, found)" if chained else f"{callee}(v, found)"
+                source.emit(1, f"if type(v) is dict: {call}")
     source.emit(1, "return None")
 
 
@@ -281,5 +301,5 @@ def _path_steps(source: _Source, plan: StructPlan, path: tuple[str, ...], item: 
         source.emit(indent + 1, "pass")
 
 
-__all__ = ["Chain", "ErrorFound", "ErrorWalk", "PathWalk", "ScopeWalk", "chain_path", "chain_structs",
-           "error_walk", "inner_struct", "is_error_code", "path_walk", "scope_walk"]
+__all__ = ["Chain", "ErrorCodeWalk", "ErrorFound", "ErrorWalk", "PathWalk", "ScopeWalk", "chain_path", "chain_structs",
+           "error_code_walk", "error_walk", "inner_struct", "is_error_code", "path_walk", "scope_walk"]
