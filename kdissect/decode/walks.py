@@ -250,24 +250,51 @@ def _scope_function(source: _Source, plan: StructPlan, names: tuple[str, ...], w
 # -- values at a path ------------------------------------------------------------------------
 
 
-_PATH_WALKS: dict[tuple[int, tuple[str, ...]], tuple[StructPlan, PathWalk]] = {}
+_PATH_WALKS: dict[tuple[int, tuple[tuple[str, ...], ...]], tuple[StructPlan, PathWalk]] = {}
 
 
 def path_walk(plan: StructPlan, path: tuple[str, ...]) -> PathWalk:
     """`walk(values)`: every value at `path` (field names from the body), in wire order; arrays
     along the way and at the end are flattened, nulls left out."""
-    key = (id(plan), path)
+    return first_path_walk(plan, (path,))
+
+
+def first_path_walk(plan: StructPlan, paths: tuple[tuple[str, ...], ...]) -> PathWalk:
+    """`walk(values)`: what `path_walk` finds at the first of `paths` where it finds anything
+    (the empty path is the body itself), in one function; paths the plan has not are left out."""
+    key = (id(plan), paths)
     cached = _PATH_WALKS.get(key)
     if cached is not None and cached[0] is plan:
         return cached[1]
     source = _Source()
     source.emit(0, "def walk(values):")
     source.emit(1, "out = []")
-    _path_steps(source, plan, path, "values", 1)
+    first = True
+    for path in paths:
+        if path and not path_exists(plan, path):
+            continue
+        indent = 1 if first else 2
+        if not first:
+            source.emit(1, "if not out:")
+        if path:
+            _path_steps(source, plan, path, "values", indent)
+        source.emit(indent, "out.append(values)" if not path else "pass")
+        first = False
     source.emit(1, "return out")
     walk: PathWalk = source.compile("walk", {})
     _PATH_WALKS[key] = (plan, walk)
     return walk
+
+
+def path_exists(plan: StructPlan, path: tuple[str, ...]) -> bool:
+    """Whether each step of a field-name path names an untagged field of the struct it reaches."""
+    struct: StructPlan | None = plan
+    for step in path:
+        field = None if struct is None else next((f for f in struct.fields if f.name == step), None)
+        if field is None:
+            return False
+        struct = inner_struct(field)
+    return True
 
 
 def _path_steps(source: _Source, plan: StructPlan, path: tuple[str, ...], item: str, indent: int) -> None:
@@ -302,4 +329,5 @@ def _path_steps(source: _Source, plan: StructPlan, path: tuple[str, ...], item: 
 
 
 __all__ = ["Chain", "ErrorCodeWalk", "ErrorFound", "ErrorWalk", "PathWalk", "ScopeWalk", "chain_path", "chain_structs",
-           "error_code_walk", "error_walk", "inner_struct", "is_error_code", "path_walk", "scope_walk"]
+           "error_code_walk", "error_walk", "first_path_walk", "inner_struct", "is_error_code",
+           "path_exists", "path_walk", "scope_walk"]

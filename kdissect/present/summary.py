@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from kdissect.decode.schema import message_plan
 from kdissect.decode.schema.plan import StructPlan
@@ -143,7 +144,16 @@ class _BodyReader:
 
     def read(self, body: Values) -> list[str]:
         """The `label=...` parts a body's values say, in the line's order."""
-        parts = [_shown(label, names) for label, names in self.named(body)]
+        if self.plan is None:
+            parts = [_shown(label, names) for label, names in self.named(body)]
+        else:
+            parts = []
+            for label, walks in self.entities:
+                items = walks[0](body) if len(walks) == 1 else [item for walk in walks for item in walk(body)]
+                if items:
+                    shown = _entity_part(label, items)
+                    if shown is not None:
+                        parts.append(shown)
         if self.summary is not None:
             extra = printable(self.summary(body))  # it may quote strings from the wire
             if extra:
@@ -170,6 +180,32 @@ class _BodyReader:
                 if names:
                     found.append((label, names))
         return found
+
+
+# `label=...` of the entity values a body holds, by (label, values): most bodies of a capture
+# name the same few topics and groups. Bounded; long lists are not kept.
+_ENTITY_PARTS: dict[tuple[str, tuple[Any, ...]], str | None] = {}
+_MAX_ENTITY_PARTS = 4096
+_MAX_KEPT_VALUES = 64
+
+
+def _entity_part(label: str, items: list[Any]) -> str | None:
+    """`_shown` of the distinct strings among `items`, None when there are none."""
+    key = (label, tuple(items))
+    kept = len(items) <= _MAX_KEPT_VALUES
+    try:
+        return _ENTITY_PARTS[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable value: nothing to keep
+        kept = False
+    names = list(dict.fromkeys(v for v in items if isinstance(v, str)))
+    shown = _shown(label, names) if names else None
+    if kept:
+        if len(_ENTITY_PARTS) >= _MAX_ENTITY_PARTS:
+            _ENTITY_PARTS.clear()
+        _ENTITY_PARTS[key] = shown
+    return shown
 
 
 def _shown(label: str, names: list[str]) -> str:
