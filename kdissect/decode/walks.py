@@ -182,6 +182,9 @@ def _error_function(source: _Source, plan: StructPlan, memo: dict[int, bool], *,
     source.emit(1, "return None")
 
 
+_NESTED = (Kind.ARRAY, Kind.STRUCT)
+
+
 # -- scoped values ---------------------------------------------------------------------------
 
 
@@ -191,7 +194,9 @@ _SCOPE_WALKS: dict[tuple[int, tuple[str, ...], frozenset[str]], tuple[StructPlan
 def scope_walk(plan: StructPlan, names: tuple[str, ...], wanted: frozenset[str]) -> ScopeWalk | None:
     """`walk(values)`: for the body and each non-empty struct in it, depth first in wire order,
     the values of `names` as that struct sees them (its own non-null scalar, else the nearest
-    enclosing struct's, else None); only structs that see at least one name of `wanted` are listed.
+    enclosing struct's, else None); only structs that see at least one name of `wanted` are listed,
+    and the structs inside one are not when none of them holds any of `names` at any depth
+    (each would only repeat its row).
     None when no struct of the plan has a field of `wanted`: no body of it lists anything.
     """
     key = (id(plan), names, wanted)
@@ -204,11 +209,12 @@ def scope_walk(plan: StructPlan, names: tuple[str, ...], wanted: frozenset[str])
         return field.name in wanted and inner_struct(field) is None and field.kind is not Kind.ARRAY
 
     walk: ScopeWalk | None = None
+    memo_names: dict[int, bool] = {}
     if _holds(plan, holds_wanted, memo):
         source = _Source()
         entry = source.function("scope", plan)
         while source.pending:
-            _scope_function(source, source.pending.pop(), names, wanted, holds_wanted, memo)
+            _scope_function(source, source.pending.pop(), names, wanted, holds_wanted, memo, memo_names)
         resolved = ", ".join(["None"] * len(names))
         source.emit(0, "def walk(values):")
         source.emit(1, "rows = []")
@@ -220,7 +226,8 @@ def scope_walk(plan: StructPlan, names: tuple[str, ...], wanted: frozenset[str])
 
 
 def _scope_function(source: _Source, plan: StructPlan, names: tuple[str, ...], wanted: frozenset[str],
-                    holds_wanted: Callable[[FieldPlan], bool], memo: dict[int, bool]) -> None:
+                    holds_wanted: Callable[[FieldPlan], bool], memo: dict[int, bool],
+                    memo_names: dict[int, bool]) -> None:
     slots = [f"r{index}" for index in range(len(names))]
     source.emit(0, f"def {source.names[id(plan)]}(s, rows, {', '.join(slots)}):")
     scalars = {f.name for f in plan.fields if f.kind not in (Kind.ARRAY, Kind.STRUCT)}
@@ -231,10 +238,10 @@ def _scope_function(source: _Source, plan: StructPlan, names: tuple[str, ...], w
     live = " or ".join(f"{slot} is not None" for slot, name in zip(slots, names, strict=True) if name in wanted)
     source.emit(1, f"live = {live or 'False'}")
     source.emit(1, f"if live: rows.append(({', '.join(slots)},))")
-    for field in plan.fields:
-        inner = inner_struct(field)
-        if inner is None:
-            continue
+    inners = [(field, inner) for field in plan.fields if (inner := inner_struct(field)) is not None]
+    if not any(_holds(inner, lambda f: f.name in names and f.kind not in _NESTED, memo_names) for _, inner in inners):
+        inners = []  # each struct inside would only repeat this one's row
+    for field, inner in inners:
         callee = source.function("scope", inner)
         condition = "v" if _holds(inner, holds_wanted, memo) else "live and v"
         source.emit(1, f"v = s.get({field.name!r})")
