@@ -6,18 +6,20 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kdissect.decode.schema import message_plan
-from kdissect.decode.schema.plan import StructPlan
 from kdissect.decode.tree import printable
-from kdissect.decode.values import Values
-from kdissect.decode.walks import ErrorCodeWalk, PathWalk, error_code_walk
-from kdissect.dissectors.registry import dissector
-from kdissect.dissectors.summaries import RuleSummary, entity_walks
 from kdissect.error_codes import error_name
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
+
+if TYPE_CHECKING:
+    from kdissect.decode.schema.plan import MessagePlan, StructPlan
+    from kdissect.decode.values import Values
+    from kdissect.decode.walks import ErrorCodeWalk, PathWalk
+
+# The definitions, walks and per-API meaning are imported when a body is first read: the
+# plain summary line never reads one.
 
 _TOPIC_FIELDS = ("Name", "TopicName")
 _MAX_TOPICS = 3
@@ -129,7 +131,7 @@ def info(message: Message, *, body_info: bool = False) -> str:
     return " ".join(parts)
 
 
-Summarize = Callable[[Values], str]
+Summarize = Callable[["Values"], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +225,8 @@ def _body_reader(message: Message, plan: StructPlan | None) -> _BodyReader:
     cached = _READERS.get(key)
     if cached is not None and cached[0] is plan:
         return cached[1]
+    from kdissect.decode.walks import error_code_walk
+
     reader = _BodyReader(plan, () if plan is None else _entity_walks(plan),
                          _summarize(message, plan), None if plan is None else error_code_walk(plan))
     _READERS[key] = (plan, reader)
@@ -231,6 +235,9 @@ def _body_reader(message: Message, plan: StructPlan | None) -> _BodyReader:
 
 def _summarize(message: Message, plan: StructPlan | None) -> Summarize | None:
     """The API's own summary of a body of this plan (its rule paths compiled for the plan)."""
+    from kdissect.dissectors.registry import dissector
+    from kdissect.dissectors.summaries import RuleSummary
+
     meaning = dissector(message.api_key)
     if meaning is None:
         return None
@@ -248,8 +255,15 @@ def body_plan(message: Message) -> StructPlan | None:
     """The plan of a message's body, None when no definition has its API and version."""
     if message.api_key is None or message.api_version is None:
         return None
-    plan = message_plan(message.api_key, message.api_version, message.kind)
+    plan = _message_plan()(message.api_key, message.api_version, message.kind)
     return None if plan is None else plan.body
+
+
+@functools.cache
+def _message_plan() -> Callable[[int, int, str], MessagePlan | None]:
+    from kdissect.decode.schema import message_plan
+
+    return message_plan
 
 
 def body_entities(message: Message, body: Values, plan: StructPlan | None = None) -> list[tuple[str, list[str]]]:
@@ -263,6 +277,8 @@ def body_entities(message: Message, body: Values, plan: StructPlan | None = None
 @functools.cache
 def _entity_walks(plan: StructPlan) -> tuple[tuple[str, tuple[PathWalk, ...]], ...]:
     """Per label, the compiled walks to the fields of its entity type (labels with none left out)."""
+    from kdissect.dissectors.summaries import entity_walks
+
     return tuple((label, walks) for label, entity_type in _ENTITIES if (walks := entity_walks(plan, entity_type)))
 
 
@@ -282,6 +298,8 @@ def topic_names(body: Values) -> list[str]:
 def error_counts(body: Values, plan: StructPlan) -> dict[str, int]:
     """Non-zero error codes anywhere in a body of this plan (every integer field named
     `ErrorCode` or `...ErrorCode`), by name, with how often each occurs, in wire order."""
+    from kdissect.decode.walks import error_code_walk
+
     codes: list[int] = []
     error_code_walk(plan)(body, codes)
     return _counted(codes)
