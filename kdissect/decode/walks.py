@@ -8,7 +8,8 @@ that looks up those fields by name and descends only into the arrays and
 structs that can hold them, in wire order, as the generic walk would:
 
 - `error_walk(plan)`: every non-zero `...ErrorCode` integer, depth first, each
-  with the chain of structs (and array indexes) it sits in;
+  with the chain of structs (and array indexes) it sits in (`error_code_walk`:
+  the codes alone, for counting);
 - `scope_walk(plan, names, wanted)`: the values of `names` as each struct sees
   them (its own, else the nearest enclosing struct's), for every struct that
   sees at least one of `wanted`;
@@ -33,6 +34,8 @@ Chain = tuple[Values, str | None, int | None, Any]
 # Called for each non-zero error code: (field name, code, the chain of the struct holding it).
 ErrorFound = Callable[[str, int, Chain], None]
 ErrorWalk = Callable[[Values, ErrorFound], None]
+# Appends each non-zero error code of a body to the list it is given.
+ErrorCodeWalk = Callable[[Values, list[int]], None]
 ScopeWalk = Callable[[Values], list[tuple[Any, ...]]]
 PathWalk = Callable[[Values], list[Any]]
 
@@ -114,52 +117,72 @@ def _holds(plan: StructPlan, wanted: Callable[[FieldPlan], bool], memo: dict[int
 # -- error codes -------------------------------------------------------------------------
 
 
-_ERROR_WALKS: dict[int, tuple[StructPlan, ErrorWalk]] = {}
+_ERROR_WALKS: dict[tuple[int, bool], tuple[StructPlan, Callable[..., None]]] = {}
 
 
 def error_walk(plan: StructPlan) -> ErrorWalk:
     """`walk(values, found)` calls `found(field, code, chain)` for each non-zero error code of a
     body of this plan, depth first in wire order (compiled on first use, kept per plan)."""
-    cached = _ERROR_WALKS.get(id(plan))
+    return _compiled_error_walk(plan, chained=True)
+
+
+def error_code_walk(plan: StructPlan) -> ErrorCodeWalk:
+    """`walk(values, codes)` appends each non-zero error code of a body of this plan to `codes`,
+    in `error_walk`'s order (the same walk without the chains: what counting errors needs)."""
+    return _compiled_error_walk(plan, chained=False)
+
+
+def _compiled_error_walk(plan: StructPlan, *, chained: bool) -> Callable[..., None]:
+    cached = _ERROR_WALKS.get((id(plan), chained))
     if cached is not None and cached[0] is plan:
         return cached[1]
     memo: dict[int, bool] = {}
     source = _Source()
     if not _holds(plan, is_error_code, memo):
-        walk: ErrorWalk = _no_errors
+        walk: Callable[..., None] = _no_errors
     else:
         entry = source.function("errors", plan)
         while source.pending:
-            _error_function(source, source.pending.pop(), memo)
+            _error_function(source, source.pending.pop(), memo, chained=chained)
         source.emit(0, "def walk(values, found):")
-        source.emit(1, f"{entry}(values, None, None, None, found)")
+        source.emit(1, f"{entry}(values, None, None, None, found)" if chained else f"{entry}(values, found)")
         walk = source.compile("walk", {})
-    _ERROR_WALKS[id(plan)] = (plan, walk)
+    _ERROR_WALKS[id(plan), chained] = (plan, walk)
     return walk
 
 
-def _no_errors(values: Values, found: ErrorFound) -> None:
+def _no_errors(values: Values, found: object) -> None:
     """The walk of a body whose definition has no error code."""
 
 
-def _error_function(source: _Source, plan: StructPlan, memo: dict[int, bool]) -> None:
-    source.emit(0, f"def {source.names[id(plan)]}(s, name, index, outer, found):")
-    source.emit(1, "here = (s, name, index, outer)")
+def _error_function(source: _Source, plan: StructPlan, memo: dict[int, bool], *, chained: bool) -> None:
+    """With `chained`, `found(field, code, chain)` is called; without, `found` is the list of codes."""
+    if chained:
+        source.emit(0, f"def {source.names[id(plan)]}(s, name, index, outer, found):")
+        source.emit(1, "here = (s, name, index, outer)")
+    else:
+        source.emit(0, f"def {source.names[id(plan)]}(s, found):")
     for field in plan.fields:
         inner = inner_struct(field)
         if is_error_code(field):
             source.emit(1, f"c = s.get({field.name!r})")
-            source.emit(1, f"if c and type(c) is int: found({field.name!r}, c, here)")
+            report = f"found({field.name!r}, c, here)" if chained else "found.append(c)"
+            source.emit(1, f"if c and type(c) is int: {report}")
         elif inner is not None and _holds(inner, is_error_code, memo):
             callee = source.function("errors", inner)
             source.emit(1, f"v = s.get({field.name!r})")
             if field.kind is Kind.ARRAY:
                 source.emit(1, "if v:")
-                source.emit(2, "for i, e in enumerate(v):")
-                source.emit(3, f"if type(e) is dict: {callee}(e, {field.name!r}, i, here, found)")
+                source.emit(2, "for i, e in enumerate(v):" if chained else "for e in v:")
+                call = f"{callee}(e, {field.name!r}, i, here, found)" if chained else f"{callee}(e, found)"
+                source.emit(3, f"if type(e) is dict: {call}")
             else:
-                source.emit(1, f"if type(v) is dict: {callee}(v, {field.name!r}, None, here, found)")
+                call = f"{callee}(v, {field.name!r}, None, here, found)" if chained else f"{callee}(v, found)"
+                source.emit(1, f"if type(v) is dict: {call}")
     source.emit(1, "return None")
+
+
+_NESTED = (Kind.ARRAY, Kind.STRUCT)
 
 
 # -- scoped values ---------------------------------------------------------------------------
@@ -171,7 +194,9 @@ _SCOPE_WALKS: dict[tuple[int, tuple[str, ...], frozenset[str]], tuple[StructPlan
 def scope_walk(plan: StructPlan, names: tuple[str, ...], wanted: frozenset[str]) -> ScopeWalk | None:
     """`walk(values)`: for the body and each non-empty struct in it, depth first in wire order,
     the values of `names` as that struct sees them (its own non-null scalar, else the nearest
-    enclosing struct's, else None); only structs that see at least one name of `wanted` are listed.
+    enclosing struct's, else None); only structs that see at least one name of `wanted` are listed,
+    and the structs inside one are not when none of them holds any of `names` at any depth
+    (each would only repeat its row).
     None when no struct of the plan has a field of `wanted`: no body of it lists anything.
     """
     key = (id(plan), names, wanted)
@@ -184,11 +209,12 @@ def scope_walk(plan: StructPlan, names: tuple[str, ...], wanted: frozenset[str])
         return field.name in wanted and inner_struct(field) is None and field.kind is not Kind.ARRAY
 
     walk: ScopeWalk | None = None
+    memo_names: dict[int, bool] = {}
     if _holds(plan, holds_wanted, memo):
         source = _Source()
         entry = source.function("scope", plan)
         while source.pending:
-            _scope_function(source, source.pending.pop(), names, wanted, holds_wanted, memo)
+            _scope_function(source, source.pending.pop(), names, wanted, holds_wanted, memo, memo_names)
         resolved = ", ".join(["None"] * len(names))
         source.emit(0, "def walk(values):")
         source.emit(1, "rows = []")
@@ -200,7 +226,8 @@ def scope_walk(plan: StructPlan, names: tuple[str, ...], wanted: frozenset[str])
 
 
 def _scope_function(source: _Source, plan: StructPlan, names: tuple[str, ...], wanted: frozenset[str],
-                    holds_wanted: Callable[[FieldPlan], bool], memo: dict[int, bool]) -> None:
+                    holds_wanted: Callable[[FieldPlan], bool], memo: dict[int, bool],
+                    memo_names: dict[int, bool]) -> None:
     slots = [f"r{index}" for index in range(len(names))]
     source.emit(0, f"def {source.names[id(plan)]}(s, rows, {', '.join(slots)}):")
     scalars = {f.name for f in plan.fields if f.kind not in (Kind.ARRAY, Kind.STRUCT)}
@@ -211,10 +238,10 @@ def _scope_function(source: _Source, plan: StructPlan, names: tuple[str, ...], w
     live = " or ".join(f"{slot} is not None" for slot, name in zip(slots, names, strict=True) if name in wanted)
     source.emit(1, f"live = {live or 'False'}")
     source.emit(1, f"if live: rows.append(({', '.join(slots)},))")
-    for field in plan.fields:
-        inner = inner_struct(field)
-        if inner is None:
-            continue
+    inners = [(field, inner) for field in plan.fields if (inner := inner_struct(field)) is not None]
+    if not any(_holds(inner, lambda f: f.name in names and f.kind not in _NESTED, memo_names) for _, inner in inners):
+        inners = []  # each struct inside would only repeat this one's row
+    for field, inner in inners:
         callee = source.function("scope", inner)
         condition = "v" if _holds(inner, holds_wanted, memo) else "live and v"
         source.emit(1, f"v = s.get({field.name!r})")
@@ -230,24 +257,51 @@ def _scope_function(source: _Source, plan: StructPlan, names: tuple[str, ...], w
 # -- values at a path ------------------------------------------------------------------------
 
 
-_PATH_WALKS: dict[tuple[int, tuple[str, ...]], tuple[StructPlan, PathWalk]] = {}
+_PATH_WALKS: dict[tuple[int, tuple[tuple[str, ...], ...]], tuple[StructPlan, PathWalk]] = {}
 
 
 def path_walk(plan: StructPlan, path: tuple[str, ...]) -> PathWalk:
     """`walk(values)`: every value at `path` (field names from the body), in wire order; arrays
     along the way and at the end are flattened, nulls left out."""
-    key = (id(plan), path)
+    return first_path_walk(plan, (path,))
+
+
+def first_path_walk(plan: StructPlan, paths: tuple[tuple[str, ...], ...]) -> PathWalk:
+    """`walk(values)`: what `path_walk` finds at the first of `paths` where it finds anything
+    (the empty path is the body itself), in one function; paths the plan has not are left out."""
+    key = (id(plan), paths)
     cached = _PATH_WALKS.get(key)
     if cached is not None and cached[0] is plan:
         return cached[1]
     source = _Source()
     source.emit(0, "def walk(values):")
     source.emit(1, "out = []")
-    _path_steps(source, plan, path, "values", 1)
+    first = True
+    for path in paths:
+        if path and not path_exists(plan, path):
+            continue
+        indent = 1 if first else 2
+        if not first:
+            source.emit(1, "if not out:")
+        if path:
+            _path_steps(source, plan, path, "values", indent)
+        source.emit(indent, "out.append(values)" if not path else "pass")
+        first = False
     source.emit(1, "return out")
     walk: PathWalk = source.compile("walk", {})
     _PATH_WALKS[key] = (plan, walk)
     return walk
+
+
+def path_exists(plan: StructPlan, path: tuple[str, ...]) -> bool:
+    """Whether each step of a field-name path names an untagged field of the struct it reaches."""
+    struct: StructPlan | None = plan
+    for step in path:
+        field = None if struct is None else next((f for f in struct.fields if f.name == step), None)
+        if field is None:
+            return False
+        struct = inner_struct(field)
+    return True
 
 
 def _path_steps(source: _Source, plan: StructPlan, path: tuple[str, ...], item: str, indent: int) -> None:
@@ -281,5 +335,6 @@ def _path_steps(source: _Source, plan: StructPlan, path: tuple[str, ...], item: 
         source.emit(indent + 1, "pass")
 
 
-__all__ = ["Chain", "ErrorFound", "ErrorWalk", "PathWalk", "ScopeWalk", "chain_path", "chain_structs",
-           "error_walk", "inner_struct", "is_error_code", "path_walk", "scope_walk"]
+__all__ = ["Chain", "ErrorCodeWalk", "ErrorFound", "ErrorWalk", "PathWalk", "ScopeWalk", "chain_path", "chain_structs",
+           "error_code_walk", "error_walk", "first_path_walk", "inner_struct", "is_error_code",
+           "path_exists", "path_walk", "scope_walk"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from kdissect.decode.records import decode_records, record_rows
 from kdissect.decode.schema.plan import Kind, StructPlan
-from kdissect.decode.walks import PathWalk, path_walk
+from kdissect.decode.walks import PathWalk, first_path_walk, path_exists, path_walk
 
 Values = dict[str, Any]
 Reader = Callable[[list[Any]], str | None]
@@ -86,20 +86,19 @@ class RuleSummary:
         cached = self._compiled.get(id(plan))
         if cached is not None and cached[0] is plan:
             return cached[1]
-        rules = tuple((label, tuple(_alternative(plan, path) for path in paths.split("|")), read)
-                      for label, paths, read in self.rules)
+        rules = []
+        for label, paths, read in self.rules:
+            alternatives = tuple(tuple(path.split(".")) if path else () for path in paths.split("|"))
+            if read([]) is None and not any(not path or path_exists(plan, path) for path in alternatives):
+                continue  # no body of this plan holds the values: the rule never says anything
+            rules.append((label + "=", first_path_walk(plan, alternatives), read))
 
         def summary(body: Values) -> str:
             parts = []
-            for label, walks, read in rules:
-                items: list[Any] = []
-                for walk in walks:
-                    items = walk(body)
-                    if items:
-                        break
-                shown = read(items)
+            for label, walk, read in rules:
+                shown = read(walk(body))
                 if shown is not None:
-                    parts.append(f"{label}={shown}")
+                    parts.append(label + shown)
             return " ".join(parts)
 
         self._compiled[id(plan)] = (plan, summary)

@@ -14,18 +14,22 @@ from __future__ import annotations
 import functools
 import struct
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdissect import notes
 from kdissect.apis import api_name, request_header_version
-from kdissect.decode.dissect import dissect_request, dissect_response, message_body
-from kdissect.decode.rows import Row, message_rows, raw_message_rows
-from kdissect.decode.schema import message_plan
 from kdissect.decode.tree import Node, html_view, text_view
-from kdissect.decode.values import Values, fast_body, tree_values
 from kdissect.ingest.framing import Direction, Frame
 from kdissect.notes import Note
+
+if TYPE_CHECKING:
+    from kdissect.decode.rows import Row
+    from kdissect.decode.values import Values
+
+# The decode tier (definitions, generated decoders, the interpreter) is imported on first
+# use, in the methods that decode: reading headers and the plain summary never need it.
 
 _REQUEST_FIXED = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _RESPONSE_FIXED = struct.Struct(">ii")  # size, correlation id
@@ -125,6 +129,10 @@ class Message:
         found = self._fast_values(keep)
         if found is not None:
             return found
+        from kdissect.decode.dissect import message_body
+        from kdissect.decode.schema import message_plan
+        from kdissect.decode.values import tree_values
+
         key, version = self.api_key, self.api_version
         plan = None if key is None or version is None else message_plan(key, version, self.kind)
         if plan is None or (not self.is_request and self._pair is None):
@@ -146,7 +154,7 @@ class Message:
             return None
         if not self.is_request and self._pair is None:
             return None
-        found = fast_body(self.frame.data, self.kind, key, version)
+        found = _fast_body()(self.frame.data, self.kind, key, version)
         if keep:
             self._values = found
         return found
@@ -164,6 +172,9 @@ class Message:
             return None
         if not self.is_request and self._pair is None:
             return None
+        from kdissect.decode.rows import message_rows, raw_message_rows
+        from kdissect.decode.schema import message_plan
+
         plan = message_plan(key, version, self.kind)
         if plan is None:
             return raw_message_rows(self.frame.data, self.kind, key, version)
@@ -186,6 +197,8 @@ class Message:
         """
         if self._tree is not None:
             return self._tree
+        from kdissect.decode.dissect import dissect_request, dissect_response
+
         data = self.frame.data
         if self.is_request:
             tree = dissect_request(data)
@@ -194,6 +207,14 @@ class Message:
         if keep:
             self._tree = tree
         return tree
+
+
+@functools.cache
+def _fast_body() -> Callable[[bytes, str, int, int], Values | None]:
+    """The generated decoders' entry point (`decode.values.fast_body`), imported on first use."""
+    from kdissect.decode.values import fast_body
+
+    return fast_body
 
 
 def message_from_frame(number: int, frame: Frame) -> Message:

@@ -17,7 +17,6 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 
 from kdissect import notes
-from kdissect.decode.dissect import REQUEST_MISSING
 from kdissect.pair.message import Message
 
 HOLD_SECONDS = 30.0  # release an unanswered request after this much capture time
@@ -65,6 +64,8 @@ class Pairer:
         assert correlation_id is not None
         request = flight.pop(correlation_id, None)
         if request is None:
+            from kdissect.decode.dissect import REQUEST_MISSING  # the decode tier only when needed
+
             response.notes.append(notes.warn(REQUEST_MISSING, id="kafka.request_missing"))
             return
         oldest = next(iter(flight.values())) if flight else None

@@ -12,7 +12,7 @@ from typing import Any
 
 from kdissect.decode.schema import message_plan
 from kdissect.decode.tree import printable
-from kdissect.decode.walks import scope_walk
+from kdissect.decode.walks import ScopeWalk, scope_walk
 from kdissect.pair.message import Message
 from kdissect.present.fields import body_api_keys, body_fields, scoped_structs
 
@@ -24,47 +24,81 @@ SCOPE_NAMES = ("TopicName", "Name", "PartitionIndex", "PartitionId", "LeaderId",
                "ProducerId", "ProducerEpoch")
 SCOPE_WANTED = frozenset({"LeaderId", "LeaderEpoch", "ProducerEpoch"})
 
-State = dict[tuple[Any, ...], dict[str, Any]]
+# What each partition and producer looked like: (topic, partition[, producer]) -> its values,
+# in the order `_change` names them (`PARTITION_VALUES` or `PRODUCER_VALUES`).
+State = dict[tuple[Any, ...], tuple[Any, ...]]
+PARTITION_VALUES = ("leader", "epoch")
+PRODUCER_VALUES = ("producer epoch",)
 
 
 class ChangeMarker:
     def __init__(self) -> None:
         self._previous: dict[tuple[int, int | None], tuple[int, State]] = {}
+        self._readings: dict[tuple[int | None, int | None], ScopeWalk | None] = {}
 
     def marks(self, message: Message) -> str:
         """` changed since #N: ...` for a response that differs from the previous one, else ""."""
         if message.is_request:
             return ""
-        state = body_state(message)
+        key = (message.api_key, message.api_version)
+        reading = self._readings.get(key, _UNSET)
+        if reading is _UNSET:  # worked out once per API and version
+            reading = self._readings[key] = _reading(message)
+        state = _read_state(message, reading)
         if not state:
             return ""
-        key = (message.frame.connection.index, message.api_key)
-        previous = self._previous.get(key)
-        self._previous[key] = (message.number, state)
+        where = (message.frame.connection.index, message.api_key)
+        previous = self._previous.get(where)
+        self._previous[where] = (message.number, state)
         if previous is None:
             return ""
         number, before = previous
-        changes = [_change(where, before[where], now) for where, now in state.items()
-                   if where in before and before[where] != now]
+        if state == before:  # the common case: nothing moved
+            return ""
+        changes = [_change(place, before[place], now) for place, now in state.items()
+                   if place in before and before[place] != now]
         if not changes:
             return ""
         more = f" (+{len(changes) - SHOWN} more)" if len(changes) > SHOWN else ""
         return f" changed since #{number}: " + "; ".join(changes[:SHOWN]) + more
 
 
+_UNSET: Any = object()
+
+
+def _from_tree(values: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The reading of bodies only their tree can say anything about (never called)."""
+    raise AssertionError("read from the tree")
+
+
+def _reading(message: Message) -> ScopeWalk | None:
+    """How the bodies of a message's API and version are read: by the plan's scope walk over
+    flat values, not at all (None: the definition has none of the fields), or `_from_tree`."""
+    key, version = message.api_key, message.api_version
+    plan = None if key is None or version is None else message_plan(key, version, message.kind)
+    if plan is None or key not in body_api_keys():
+        return _from_tree
+    return scope_walk(plan.body, SCOPE_NAMES, SCOPE_WANTED)
+
+
 def body_state(message: Message) -> State:
     """The leaders and epochs a response names, read from its flat values by the plan's scope
     walk (no body decoded when its definition has none of them); from the tree when only the
     interpreter can read the body."""
-    key, version = message.api_key, message.api_version
-    plan = None if key is None or version is None else message_plan(key, version, message.kind)
-    if plan is not None and key in body_api_keys() and message.pair is not None:
-        walk = scope_walk(plan.body, SCOPE_NAMES, SCOPE_WANTED)
-        if walk is None:  # the plan has none of the fields: nothing to decode
-            return {}
+    return _read_state(message, _reading(message))
+
+
+def _read_state(message: Message, reading: ScopeWalk | None) -> State:
+    if reading is None:  # the plan has none of the fields: nothing to decode
+        return {}
+    if reading is not _from_tree and message.pair is not None:
         values = message.fast_values(keep=True)  # `-i` reads the same body next
         if values is not None:
-            return _rows_state(walk(values))
+            return _rows_state(reading(values))
+    return _tree_state(message)
+
+
+def _tree_state(message: Message) -> State:
     body = body_fields(message, keep=True, into_records=False)
     return {} if body is None else _state(scoped_structs(body))
 
@@ -75,9 +109,9 @@ def _rows_state(rows: list[tuple[Any, ...]]) -> State:
     for topic_name, name, index, partition_id, leader, epoch, producer, producer_epoch in rows:
         where = (topic_name if topic_name is not None else name, index if index is not None else partition_id)
         if leader is not None or epoch is not None:
-            state[where] = {"leader": leader, "epoch": epoch}
+            state[where] = (leader, epoch)
         if producer is not None and producer_epoch is not None:
-            state[(*where, producer)] = {"producer epoch": producer_epoch}
+            state[(*where, producer)] = (producer_epoch,)
     return state
 
 
@@ -87,9 +121,9 @@ def _state(structs: Any) -> State:
     for scope in structs:
         where = (_first(scope, _TOPIC), _first(scope, _PARTITION))
         if "LeaderId" in scope or "LeaderEpoch" in scope:
-            state[where] = {"leader": scope.get("LeaderId"), "epoch": scope.get("LeaderEpoch")}
+            state[where] = (scope.get("LeaderId"), scope.get("LeaderEpoch"))
         if "ProducerId" in scope and "ProducerEpoch" in scope:
-            state[(*where, scope["ProducerId"])] = {"producer epoch": scope["ProducerEpoch"]}
+            state[(*where, scope["ProducerId"])] = (scope["ProducerEpoch"],)
     return state
 
 
@@ -100,8 +134,9 @@ def _first(scope: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
-def _change(where: tuple[Any, ...], before: dict[str, Any], now: dict[str, Any]) -> str:
-    parts = [f"{name} {before[name]}->{value}" for name, value in now.items() if before.get(name) != value]
+def _change(where: tuple[Any, ...], before: tuple[Any, ...], now: tuple[Any, ...]) -> str:
+    names = PARTITION_VALUES if len(where) == 2 else PRODUCER_VALUES
+    parts = [f"{name} {old}->{new}" for name, old, new in zip(names, before, now, strict=True) if old != new]
     topic, partition, *producer = where
     place = f"{printable(str(topic))}:{partition}" if topic is not None else f"partition {partition}"
     if producer:

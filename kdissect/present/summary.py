@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from kdissect.decode.schema import message_plan
-from kdissect.decode.schema.plan import StructPlan
 from kdissect.decode.tree import printable
-from kdissect.decode.values import Values
-from kdissect.decode.walks import Chain, PathWalk, error_walk
-from kdissect.dissectors.registry import dissector
-from kdissect.dissectors.summaries import RuleSummary, entity_walks
 from kdissect.error_codes import error_name
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
+
+if TYPE_CHECKING:
+    from kdissect.decode.schema.plan import MessagePlan, StructPlan
+    from kdissect.decode.values import Values
+    from kdissect.decode.walks import ErrorCodeWalk, PathWalk
+
+# The definitions, walks and per-API meaning are imported when a body is first read: the
+# plain summary line never reads one.
 
 _TOPIC_FIELDS = ("Name", "TopicName")
 _MAX_TOPICS = 3
@@ -115,37 +120,131 @@ def info(message: Message, *, body_info: bool = False) -> str:
     parts = []
     body = message.values() if body_info else None
     if body is not None:
-        plan = body_plan(message)
-        for label, names in body_entities(message, body, plan):
-            shown = ",".join(printable(str(name)) for name in names[:_MAX_TOPICS])
-            more = len(names) - _MAX_TOPICS
-            parts.append(f"{label}={shown}" + (f" (+{more})" if more > 0 else ""))
-        extra = _api_summary(message, body, plan)
-        if extra:
-            parts.append(extra)
-        errors = error_counts(body, plan) if plan is not None else {}
-        if errors:
-            parts.append("errors=" + ",".join(f"{name}x{count}" if count > 1 else name
-                                              for name, count in errors.items()))
-    client_id = message.client_id if message.is_request or message.pair is None else message.pair.client_id
+        parts = _body_reader(message, body_plan(message)).read(body)
+    request = message if message.is_request else message._pair
+    client_id = None if request is None else request.client_id
     if client_id:
         parts.append(f"client={printable(client_id)}")
-    latency = message.latency
-    if latency is not None:
+    if request is not None and request is not message:  # a response's latency
+        latency = (message.frame.last_ns - request.frame.last_ns) / 1e9  # as `Message.latency`
         parts.append(f"{latency * 1000.0:.3f} ms")
     return " ".join(parts)
 
 
-def _api_summary(message: Message, body: Values, plan: StructPlan | None) -> str:
+Summarize = Callable[["Values"], str]
+
+
+@dataclass(frozen=True, slots=True)
+class _BodyReader:
+    """What `-i` reads of the bodies of one plan (or of one API's bodies without a plan),
+    worked out once: the entity walks by label, the API's summary and the error-code walk."""
+
+    plan: StructPlan | None
+    entities: tuple[tuple[str, tuple[PathWalk, ...]], ...]
+    summary: Summarize | None
+    errors: ErrorCodeWalk | None
+
+    def read(self, body: Values) -> list[str]:
+        """The `label=...` parts a body's values say, in the line's order."""
+        if self.plan is None:
+            parts = [_shown(label, names) for label, names in self.named(body)]
+        else:
+            parts = []
+            for label, walks in self.entities:
+                items = walks[0](body) if len(walks) == 1 else [item for walk in walks for item in walk(body)]
+                if items:
+                    shown = _entity_part(label, items)
+                    if shown is not None:
+                        parts.append(shown)
+        if self.summary is not None:
+            extra = printable(self.summary(body))  # it may quote strings from the wire
+            if extra:
+                parts.append(extra)
+        if self.errors is not None:
+            codes: list[int] = []
+            self.errors(body, codes)
+            if codes:
+                counts = _counted(codes)
+                parts.append("errors=" + ",".join(f"{name}x{count}" if count > 1 else name
+                                                  for name, count in counts.items()))
+        return parts
+
+    def named(self, body: Values) -> list[tuple[str, list[str]]]:
+        """(label, distinct values) of the entities a body names (topics by field name without a plan)."""
+        if self.plan is None:
+            topics = topic_names(body)
+            return [("topics", topics)] if topics else []
+        found = []
+        for label, walks in self.entities:
+            items = walks[0](body) if len(walks) == 1 else [item for walk in walks for item in walk(body)]
+            if items:
+                names = list(dict.fromkeys(v for v in items if isinstance(v, str)))
+                if names:
+                    found.append((label, names))
+        return found
+
+
+# `label=...` of the entity values a body holds, by (label, values): most bodies of a capture
+# name the same few topics and groups. Bounded; long lists are not kept.
+_ENTITY_PARTS: dict[tuple[str, tuple[Any, ...]], str | None] = {}
+_MAX_ENTITY_PARTS = 4096
+_MAX_KEPT_VALUES = 64
+
+
+def _entity_part(label: str, items: list[Any]) -> str | None:
+    """`_shown` of the distinct strings among `items`, None when there are none."""
+    key = (label, tuple(items))
+    kept = len(items) <= _MAX_KEPT_VALUES
+    try:
+        return _ENTITY_PARTS[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable value: nothing to keep
+        kept = False
+    names = list(dict.fromkeys(v for v in items if isinstance(v, str)))
+    shown = _shown(label, names) if names else None
+    if kept:
+        if len(_ENTITY_PARTS) >= _MAX_ENTITY_PARTS:
+            _ENTITY_PARTS.clear()
+        _ENTITY_PARTS[key] = shown
+    return shown
+
+
+def _shown(label: str, names: list[str]) -> str:
+    shown = ",".join(printable(str(name)) for name in names[:_MAX_TOPICS])
+    more = len(names) - _MAX_TOPICS
+    return f"{label}={shown}" + (f" (+{more})" if more > 0 else "")
+
+
+_READERS: dict[tuple[int, int | None, bool], tuple[StructPlan | None, _BodyReader]] = {}
+
+
+def _body_reader(message: Message, plan: StructPlan | None) -> _BodyReader:
+    """The reader of a message's body, made on first use per plan, API and direction."""
+    key = (id(plan), message.api_key, message.is_request)
+    cached = _READERS.get(key)
+    if cached is not None and cached[0] is plan:
+        return cached[1]
+    from kdissect.decode.walks import error_code_walk
+
+    reader = _BodyReader(plan, () if plan is None else _entity_walks(plan),
+                         _summarize(message, plan), None if plan is None else error_code_walk(plan))
+    _READERS[key] = (plan, reader)
+    return reader
+
+
+def _summarize(message: Message, plan: StructPlan | None) -> Summarize | None:
+    """The API's own summary of a body of this plan (its rule paths compiled for the plan)."""
+    from kdissect.dissectors.registry import dissector
+    from kdissect.dissectors.summaries import RuleSummary
+
     meaning = dissector(message.api_key)
     if meaning is None:
-        return ""
+        return None
     summarize = meaning.request_summary if message.is_request else meaning.response_summary
-    if summarize is None:
-        return ""
-    if plan is not None and isinstance(summarize, RuleSummary):  # its paths compiled for the plan
-        return printable(summarize.for_plan(plan)(body))
-    return printable(summarize(body))  # it may quote strings from the wire
+    if plan is not None and isinstance(summarize, RuleSummary):
+        return summarize.for_plan(plan)
+    return summarize
 
 
 # What the summary names by the definitions' entity types, in this order.
@@ -156,8 +255,15 @@ def body_plan(message: Message) -> StructPlan | None:
     """The plan of a message's body, None when no definition has its API and version."""
     if message.api_key is None or message.api_version is None:
         return None
-    plan = message_plan(message.api_key, message.api_version, message.kind)
+    plan = _message_plan()(message.api_key, message.api_version, message.kind)
     return None if plan is None else plan.body
+
+
+@functools.cache
+def _message_plan() -> Callable[[int, int, str], MessagePlan | None]:
+    from kdissect.decode.schema import message_plan
+
+    return message_plan
 
 
 def body_entities(message: Message, body: Values, plan: StructPlan | None = None) -> list[tuple[str, list[str]]]:
@@ -165,23 +271,14 @@ def body_entities(message: Message, body: Values, plan: StructPlan | None = None
     holds, as its definition types them; topics by field name when no plan is known."""
     if plan is None:
         plan = body_plan(message)
-    if plan is None:
-        topics = topic_names(body)
-        return [("topics", topics)] if topics else []
-    found = []
-    for label, walks in _entity_walks(plan):
-        items: list[object] = []
-        for walk in walks:
-            items.extend(walk(body))
-        names = list(dict.fromkeys(v for v in items if isinstance(v, str)))
-        if names:
-            found.append((label, names))
-    return found
+    return _body_reader(message, plan).named(body)
 
 
 @functools.cache
 def _entity_walks(plan: StructPlan) -> tuple[tuple[str, tuple[PathWalk, ...]], ...]:
     """Per label, the compiled walks to the fields of its entity type (labels with none left out)."""
+    from kdissect.dissectors.summaries import entity_walks
+
     return tuple((label, walks) for label, entity_type in _ENTITIES if (walks := entity_walks(plan, entity_type)))
 
 
@@ -201,12 +298,14 @@ def topic_names(body: Values) -> list[str]:
 def error_counts(body: Values, plan: StructPlan) -> dict[str, int]:
     """Non-zero error codes anywhere in a body of this plan (every integer field named
     `ErrorCode` or `...ErrorCode`), by name, with how often each occurs, in wire order."""
+    from kdissect.decode.walks import error_code_walk
+
     codes: list[int] = []
+    error_code_walk(plan)(body, codes)
+    return _counted(codes)
 
-    def found(field: str, code: int, chain: Chain) -> None:
-        codes.append(code)
 
-    error_walk(plan)(body, found)
+def _counted(codes: list[int]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for code in codes:
         label = error_name(code)
