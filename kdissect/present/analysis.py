@@ -504,10 +504,12 @@ FIELDS_CHUNK_ROWS = 50_000  # rows gathered as Python objects before becoming Ar
 def _fields_frame(messages: list[Message]) -> pd.DataFrame:
     """One row per tree node, built in chunks so peak memory stays near the table's own.
 
-    Text columns are Arrow-backed (one buffer per chunk, not a Python object per
-    cell); names, paths, types and files are categoricals whose codes are made
-    chunk by chunk; offsets, sizes and depths are narrow integers. Numeric columns
-    and codes grow in place (`_Growing`), so no column is ever held twice.
+    Every text column is a categorical whose codes are made chunk by chunk: names,
+    paths, types and files, and values and displays too, which repeat across a
+    capture (the same counts, ids, names and flags again and again), so each
+    distinct text is held once and a row holds a narrow code. Offsets, sizes and
+    depths are narrow integers. Numeric columns and codes grow in place
+    (`_Growing`), so no column is ever held twice.
     """
     columns = {name: _FieldColumn(dtype) for name, dtype in _FIELD_DTYPES.items()}
     rows: list[tuple[Any, ...]] = []
@@ -529,7 +531,8 @@ def _add_fields_chunk(columns: dict[str, _FieldColumn], rows: list[tuple[Any, ..
 
 class _Growing:
     """A NumPy array filled chunk by chunk. It grows by reallocation, which moves no
-    data for a large array, so it never exists twice, as concatenating chunks would."""
+    data for a large array, so it never exists twice, as concatenating chunks would;
+    by an eighth at a time, as the room it adds is zero-filled (memory in use)."""
 
     def __init__(self, dtype: str) -> None:
         self.array = np.empty(1 << 16, dtype=dtype)
@@ -538,7 +541,7 @@ class _Growing:
     def extend(self, values: np.ndarray) -> None:
         end = self.length + len(values)
         if end > len(self.array):
-            self.array.resize(max(end, 2 * len(self.array)), refcheck=False)
+            self.array.resize(max(end, len(self.array) + len(self.array) // 8), refcheck=False)
         self.array[self.length : end] = values
         self.length = end
 
@@ -549,12 +552,13 @@ class _Growing:
 
 class _FieldColumn:
     """One column of the `fields` table as it is built: Arrow chunks for text, growing
-    arrays for numbers, codes (with their categories) for categoricals, and values with
-    a mask for nullable integers."""
+    arrays for numbers, codes (with their categories, in chunks as narrow as the
+    categories so far allow) for categoricals, and values with a mask for nullable
+    integers."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
-        self.chunks: list[pa.Array] = []
+        self.chunks: list[Any] = []
         self.categories = _Categories() if dtype == "category" else None
         self.data = _Growing(_STORED.get(dtype, dtype))
         self.mask = _Growing("bool") if dtype == "Int64" else None
@@ -563,7 +567,7 @@ class _FieldColumn:
         if self.dtype == "string":
             self.chunks.append(pa.array(values, pa.string()))
         elif self.categories is not None:
-            self.data.extend(self.categories.codes(values))
+            self.chunks.append(self.categories.codes(values))
         elif self.mask is not None:
             found = pa.array(values, pa.int64())
             self.mask.extend(found.is_null().to_numpy(zero_copy_only=False))
@@ -575,13 +579,14 @@ class _FieldColumn:
         if self.dtype == "string":
             return pd.arrays.ArrowStringArray(pa.chunked_array(self.chunks, pa.string()))
         if self.categories is not None:
-            return self.categories.column(self.data.done())
+            chunks, self.chunks = self.chunks, []
+            return self.categories.column(chunks)
         if self.mask is not None:
             return pd.arrays.IntegerArray(self.data.done(), self.mask.done())
         return self.data.done()
 
 
-_STORED = {"category": "int32", "Int64": "int64", "string": "int8"}  # text keeps no numbers
+_STORED = {"category": "int8", "Int64": "int64", "string": "int8"}  # text keeps no numbers here
 
 
 class _Categories:
@@ -592,15 +597,30 @@ class _Categories:
         self.codes_of: dict[str, int] = {}
 
     def codes(self, values: Sequence[Any]) -> np.ndarray:
+        """The codes of `values`, as narrow an integer as the categories so far allow."""
         codes, uniques = pd.factorize(np.asarray(values, dtype=object))
-        if not len(uniques):
-            return np.full(len(values), -1, dtype=np.int32)
         known = self.codes_of
-        lookup = np.array([known.setdefault(value, len(known)) for value in uniques], dtype=np.int32)
-        return np.where(codes >= 0, lookup[codes], -1).astype(np.int32)
+        if not len(uniques):
+            return np.full(len(values), -1, dtype=_code_type(len(known)))
+        lookup = np.array([known.setdefault(value, len(known)) for value in uniques], dtype=np.int64)
+        return np.where(codes >= 0, lookup[codes], -1).astype(_code_type(len(known)))
 
-    def column(self, codes: np.ndarray) -> pd.Categorical:
+    def column(self, chunks: list[np.ndarray]) -> pd.Categorical:
+        """The categorical of the codes in `chunks`, made one array of the code type
+        pandas gives these categories."""
+        codes = np.empty(sum(len(chunk) for chunk in chunks), dtype=_code_type(len(self.codes_of)))
+        if chunks:
+            np.concatenate(chunks, out=codes, casting="same_kind")
+        del chunks[:]
         return pd.Categorical.from_codes(codes, pd.Index(list(self.codes_of), dtype="str"))
+
+
+def _code_type(categories: int) -> type[np.signedinteger[Any]]:
+    """The narrowest integer for codes of `categories` categories (and -1), as pandas picks it."""
+    for kind in (np.int8, np.int16, np.int32):
+        if categories < np.iinfo(kind).max:
+            return kind
+    return np.int64
 
 
 def _add_field_rows(rows: list[tuple[Any, ...]], message: Message) -> None:
@@ -622,7 +642,7 @@ def _add_field_rows(rows: list[tuple[Any, ...]], message: Message) -> None:
 
 _FIELD_DTYPES = {
     "number": "int64", "path": "category", "name": "category", "type": "category",
-    "value": "string", "value_int": "Int64", "display": "string", "offset": "int32",
+    "value": "category", "value_int": "Int64", "display": "category", "offset": "int32",
     "size": "int32", "depth": "int16", "generated": "bool", "file": "category",
 }  # fmt: skip
 
