@@ -149,6 +149,8 @@ def empty_as_missing(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.columns:
         if isinstance(frame[column].dtype, pd.StringDtype):
             frame[column] = frame[column].replace("", pd.NA)
+        elif isinstance(frame[column].dtype, pd.CategoricalDtype) and "" in frame[column].cat.categories:
+            frame[column] = frame[column].cat.remove_categories([""])
     return frame
 
 

@@ -413,7 +413,7 @@ DTYPES: dict[str, dict[str, str]] = {
     },
     "fields": {
         "number": "int64", "path": "category", "name": "category", "type": "category",
-        "value": "string", "value_int": "Int64", "display": "string", "offset": "int32",
+        "value": "category", "value_int": "Int64", "display": "category", "offset": "int32",
         "size": "int32", "depth": "int16", "generated": "bool", "file": "category",
     },
     "records": {

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from kdissect.apis import response_header_version
+from kdissect.apis import api_name, response_header_version
 from kdissect.decode.record_nodes import records_unexpanded
 from kdissect.decode.rows import Row
 from kdissect.decode.schema import configure_definitions
@@ -36,9 +36,12 @@ from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import KeyLogSource, read_messages
+from kdissect.present.columns import column as typed_column
+from kdissect.present.columns import typed
 from kdissect.present.html import capture_html
-from kdissect.present.records import CaptureTime, json_value
-from kdissect.present.table_spec import RowMaker
+from kdissect.present.records import json_value
+from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
+from kdissect.present.table_spec import Row as TableRow
 from kdissect.present.tables import TABLES, Columns, TableSpec
 
 
@@ -227,7 +230,7 @@ class Capture:
         """
         from kdissect.present import record_tables as rt
 
-        return self._built("records", rt.RECORD_DTYPES, lambda: _typed(
+        return self._built("records", rt.RECORD_DTYPES, lambda: typed(
             rt.record_columns(rt.records_fields(self.message_list)), rt.RECORD_DTYPES), rt.carries_records)
 
     @cached_property
@@ -235,7 +238,7 @@ class Capture:
         """One row per record batch (or legacy message) of every `records` field."""
         from kdissect.present import record_tables as rt
 
-        return self._built("batches", rt.BATCH_DTYPES, lambda: _typed(
+        return self._built("batches", rt.BATCH_DTYPES, lambda: typed(
             rt.batch_columns(rt.records_fields(self.message_list)), rt.BATCH_DTYPES), rt.carries_records)
 
     @property
@@ -350,27 +353,43 @@ def table_of(messages: list[Message], name: str,
 def _messages_frame(messages: list[Message]) -> pd.DataFrame:
     """One row per message: what `message_record` (JSON) says of it, filled column by
     column; a connection's addresses are formatted once."""
-    columns: Columns = {name: [] for name in _MESSAGE_DTYPES}
-    add = [columns[name].append for name in _MESSAGE_DTYPES]
-    addresses: dict[int, tuple[str, str]] = {}
-    for message in messages:
-        frame = message.frame
-        connection = frame.connection
-        ends = addresses.get(connection.index)
-        if ends is None:
-            ends = addresses[connection.index] = (_address(connection.client), _address(connection.server))
-        src, dst = ends if message.is_request else ends[::-1]
-        latency, pair = message.latency, message.pair
-        for append, value in zip(add, (
-            message.number, frame.last_packet, frame.last_ns, connection.index, src, dst,
-            str(frame.direction), message.api_key, message.api_name, message.api_version,
-            message.correlation_id, message.client_id, message.length,
-            None if pair is None else pair.number,
-            None if latency is None else round(latency * 1000.0, 6), connection.tls,
-            "; ".join(f"{n.severity}: {n.message}" for n in message.all_notes()), message.file,
-        ), strict=True):  # fmt: skip
-            append(value)
-    return _typed(columns, _MESSAGE_DTYPES)
+    frames = [message.frame for message in messages]
+    connections = [frame.connection for frame in frames]
+    ends = _ends(connections)
+    routes = [ends[id(connection)] if message.is_request else ends[id(connection)][::-1]
+              for message, connection in zip(messages, connections, strict=True)]
+    keys = [message.api_key for message in messages]
+    names = {key: None if key is None else api_name(key) for key in set(keys)}
+    pairs = [message.pair for message in messages]
+    latencies = [message.latency for message in messages]
+    notes = [message.all_notes() for message in messages]
+    columns: Columns = {
+        "number": [message.number for message in messages],
+        "frame": [frame.last_packet for frame in frames],
+        "time": [frame.last_ns for frame in frames],
+        "stream": [connection.index for connection in connections],
+        "src": [route[0] for route in routes],
+        "dst": [route[1] for route in routes],
+        "direction": [str(frame.direction) for frame in frames],
+        "api_key": keys,
+        "api_name": [names[key] for key in keys],
+        "api_version": [message.api_version for message in messages],
+        "correlation_id": [message.correlation_id for message in messages],
+        "client_id": [message.client_id for message in messages],
+        "length": [message.length for message in messages],
+        "pair": [None if pair is None else pair.number for pair in pairs],
+        "latency_ms": [None if latency is None else round(latency * 1000.0, 6) for latency in latencies],
+        "tls": [connection.tls for connection in connections],
+        "notes": ["; ".join([f"{n.severity}: {n.message}" for n in found]) if found else "" for found in notes],
+        "file": [message.file for message in messages],
+    }
+    return typed(columns, _MESSAGE_DTYPES)
+
+
+def _ends(connections: list[Any]) -> dict[int, tuple[str, str]]:
+    """Each connection's client and server address as text, by the connection's id."""
+    return {id(connection): (_address(connection.client), _address(connection.server))
+            for connection in {id(connection): connection for connection in connections}.values()}
 
 
 _MESSAGE_DTYPES = {
@@ -383,41 +402,45 @@ _MESSAGE_DTYPES = {
 
 
 def _exchanges_frame(messages: list[Message]) -> pd.DataFrame:
-    columns: Columns = {name: [] for name in _EXCHANGE_DTYPES}
+    """One row per request (with its response, when seen) and per response whose request
+    is not in the capture, filled column by column."""
+    requests: list[Message | None] = []
+    responses: list[Message | None] = []
     for message in messages:
         if message.is_request:
-            _add_exchange(columns, message, message.pair)
+            requests.append(message)
+            responses.append(message.pair)
         elif message.pair is None:  # its request is not in the capture
-            _add_exchange(columns, None, message)
-    return _typed(columns, _EXCHANGE_DTYPES)
-
-
-def _add_exchange(columns: Columns, request: Message | None, response: Message | None) -> None:
-    either = request or response
-    assert either is not None
-    connection = either.frame.connection
-    row = {
-        "request": None if request is None else request.number,
-        "response": None if response is None else response.number,
-        "stream": connection.index,
-        "client": _address(connection.client),
-        "server": _address(connection.server),
-        "client_id": None if request is None else request.client_id,
-        "api_key": either.api_key,
-        "api_name": either.api_name,
-        "api_version": either.api_version,
-        "correlation_id": either.correlation_id,
-        "request_time": None if request is None else request.time_ns,
-        "response_time": None if response is None else response.time_ns,
-        "latency_ms": None if response is None or response.latency is None
-        else round(response.latency * 1e3, 6),  # as in `messages`
-        "request_bytes": None if request is None else len(request.frame.data),
-        "response_bytes": None if response is None else len(response.frame.data),
-        "error": _top_level_error(response),
-        "file": (response or either).file,
+            requests.append(None)
+            responses.append(message)
+    either = [request or response for request, response in zip(requests, responses, strict=True)]
+    connections = [message.frame.connection for message in either if message is not None]
+    ends = _ends(connections)
+    keys = [message.api_key for message in either if message is not None]
+    names = {key: None if key is None else api_name(key) for key in set(keys)}
+    latencies = [None if response is None else response.latency for response in responses]
+    columns: Columns = {
+        "request": [None if request is None else request.number for request in requests],
+        "response": [None if response is None else response.number for response in responses],
+        "stream": [connection.index for connection in connections],
+        "client": [ends[id(connection)][0] for connection in connections],
+        "server": [ends[id(connection)][1] for connection in connections],
+        "client_id": [None if request is None else request.client_id for request in requests],
+        "api_key": keys,
+        "api_name": [names[key] for key in keys],
+        "api_version": [message.api_version for message in either if message is not None],
+        "correlation_id": [message.correlation_id for message in either if message is not None],
+        "request_time": [None if request is None else request.time_ns for request in requests],
+        "response_time": [None if response is None else response.time_ns for response in responses],
+        "latency_ms": [None if latency is None else round(latency * 1e3, 6)  # as in `messages`
+                       for latency in latencies],
+        "request_bytes": [None if request is None else len(request.frame.data) for request in requests],
+        "response_bytes": [None if response is None else len(response.frame.data) for response in responses],
+        "error": [_top_level_error(response) for response in responses],
+        "file": [(response or request or message).file for message, request, response
+                 in zip(either, requests, responses, strict=True) if message is not None],
     }
-    for name, value in row.items():
-        columns[name].append(value)
+    return typed(columns, _EXCHANGE_DTYPES)
 
 
 _EXCHANGE_DTYPES = {
@@ -481,10 +504,12 @@ FIELDS_CHUNK_ROWS = 50_000  # rows gathered as Python objects before becoming Ar
 def _fields_frame(messages: list[Message]) -> pd.DataFrame:
     """One row per tree node, built in chunks so peak memory stays near the table's own.
 
-    Text columns are Arrow-backed (one buffer per chunk, not a Python object per
-    cell); names, paths, types and files are categoricals whose codes are made
-    chunk by chunk; offsets, sizes and depths are narrow integers. Numeric columns
-    and codes grow in place (`_Growing`), so no column is ever held twice.
+    Every text column is a categorical whose codes are made chunk by chunk: names,
+    paths, types and files, and values and displays too, which repeat across a
+    capture (the same counts, ids, names and flags again and again), so each
+    distinct text is held once and a row holds a narrow code. Offsets, sizes and
+    depths are narrow integers. Numeric columns and codes grow in place
+    (`_Growing`), so no column is ever held twice.
     """
     columns = {name: _FieldColumn(dtype) for name, dtype in _FIELD_DTYPES.items()}
     rows: list[tuple[Any, ...]] = []
@@ -506,7 +531,8 @@ def _add_fields_chunk(columns: dict[str, _FieldColumn], rows: list[tuple[Any, ..
 
 class _Growing:
     """A NumPy array filled chunk by chunk. It grows by reallocation, which moves no
-    data for a large array, so it never exists twice, as concatenating chunks would."""
+    data for a large array, so it never exists twice, as concatenating chunks would;
+    by an eighth at a time, as the room it adds is zero-filled (memory in use)."""
 
     def __init__(self, dtype: str) -> None:
         self.array = np.empty(1 << 16, dtype=dtype)
@@ -515,7 +541,7 @@ class _Growing:
     def extend(self, values: np.ndarray) -> None:
         end = self.length + len(values)
         if end > len(self.array):
-            self.array.resize(max(end, 2 * len(self.array)), refcheck=False)
+            self.array.resize(max(end, len(self.array) + len(self.array) // 8), refcheck=False)
         self.array[self.length : end] = values
         self.length = end
 
@@ -526,12 +552,13 @@ class _Growing:
 
 class _FieldColumn:
     """One column of the `fields` table as it is built: Arrow chunks for text, growing
-    arrays for numbers, codes (with their categories) for categoricals, and values with
-    a mask for nullable integers."""
+    arrays for numbers, codes (with their categories, in chunks as narrow as the
+    categories so far allow) for categoricals, and values with a mask for nullable
+    integers."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
-        self.chunks: list[pa.Array] = []
+        self.chunks: list[Any] = []
         self.categories = _Categories() if dtype == "category" else None
         self.data = _Growing(_STORED.get(dtype, dtype))
         self.mask = _Growing("bool") if dtype == "Int64" else None
@@ -540,7 +567,7 @@ class _FieldColumn:
         if self.dtype == "string":
             self.chunks.append(pa.array(values, pa.string()))
         elif self.categories is not None:
-            self.data.extend(self.categories.codes(values))
+            self.chunks.append(self.categories.codes(values))
         elif self.mask is not None:
             found = pa.array(values, pa.int64())
             self.mask.extend(found.is_null().to_numpy(zero_copy_only=False))
@@ -552,13 +579,14 @@ class _FieldColumn:
         if self.dtype == "string":
             return pd.arrays.ArrowStringArray(pa.chunked_array(self.chunks, pa.string()))
         if self.categories is not None:
-            return self.categories.column(self.data.done())
+            chunks, self.chunks = self.chunks, []
+            return self.categories.column(chunks)
         if self.mask is not None:
             return pd.arrays.IntegerArray(self.data.done(), self.mask.done())
         return self.data.done()
 
 
-_STORED = {"category": "int32", "Int64": "int64", "string": "int8"}  # text keeps no numbers
+_STORED = {"category": "int8", "Int64": "int64", "string": "int8"}  # text keeps no numbers here
 
 
 class _Categories:
@@ -569,15 +597,30 @@ class _Categories:
         self.codes_of: dict[str, int] = {}
 
     def codes(self, values: Sequence[Any]) -> np.ndarray:
+        """The codes of `values`, as narrow an integer as the categories so far allow."""
         codes, uniques = pd.factorize(np.asarray(values, dtype=object))
-        if not len(uniques):
-            return np.full(len(values), -1, dtype=np.int32)
         known = self.codes_of
-        lookup = np.array([known.setdefault(value, len(known)) for value in uniques], dtype=np.int32)
-        return np.where(codes >= 0, lookup[codes], -1).astype(np.int32)
+        if not len(uniques):
+            return np.full(len(values), -1, dtype=_code_type(len(known)))
+        lookup = np.array([known.setdefault(value, len(known)) for value in uniques], dtype=np.int64)
+        return np.where(codes >= 0, lookup[codes], -1).astype(_code_type(len(known)))
 
-    def column(self, codes: np.ndarray) -> pd.Categorical:
+    def column(self, chunks: list[np.ndarray]) -> pd.Categorical:
+        """The categorical of the codes in `chunks`, made one array of the code type
+        pandas gives these categories."""
+        codes = np.empty(sum(len(chunk) for chunk in chunks), dtype=_code_type(len(self.codes_of)))
+        if chunks:
+            np.concatenate(chunks, out=codes, casting="same_kind")
+        del chunks[:]
         return pd.Categorical.from_codes(codes, pd.Index(list(self.codes_of), dtype="str"))
+
+
+def _code_type(categories: int) -> type[np.signedinteger[Any]]:
+    """The narrowest integer for codes of `categories` categories (and -1), as pandas picks it."""
+    for kind in (np.int8, np.int16, np.int32):
+        if categories < np.iinfo(kind).max:
+            return kind
+    return np.int64
 
 
 def _add_field_rows(rows: list[tuple[Any, ...]], message: Message) -> None:
@@ -599,7 +642,7 @@ def _add_field_rows(rows: list[tuple[Any, ...]], message: Message) -> None:
 
 _FIELD_DTYPES = {
     "number": "int64", "path": "category", "name": "category", "type": "category",
-    "value": "string", "value_int": "Int64", "display": "string", "offset": "int32",
+    "value": "category", "value_int": "Int64", "display": "category", "offset": "int32",
     "size": "int32", "depth": "int16", "generated": "bool", "file": "category",
 }  # fmt: skip
 
@@ -650,28 +693,99 @@ def _api_frames(messages: list[Message], specs: Sequence[TableSpec]) -> dict[str
     """Tables' rows from flat values, in one pass that decodes each body once, for every
     table it feeds; a body the generated decoders leave to the interpreter keeps its
     `records` as bytes (the rows count them without a tree)."""
-    tables: list[Columns] = [{name: [] for name in spec.dtypes} for spec in specs]
+    gathered = [_Gathered(spec) for spec in specs]
     # Which tables a message feeds depends on its API, version and direction only.
-    fed: dict[tuple[int | None, int | None, bool], list[tuple[RowMaker, Columns]]] = {}
+    fed: dict[tuple[int | None, int | None, bool], list[_Gathered]] = {}
     with records_unexpanded():
-        for message in messages:
+        for position, message in enumerate(messages):
             key = (message.api_key, message.api_version, message.is_request)
             feeding = fed.get(key)
             if feeding is None:
-                feeding = fed[key] = [(spec.rows, columns) for spec, columns in zip(specs, tables, strict=True)
-                                      if spec.feeds(message)]
+                feeding = fed[key] = [table for table in gathered if table.spec.feeds(message)]
             if feeding:
                 body = message.values(keep=False)  # None for a response whose request is missing
                 if body is not None:
-                    for rows, columns in feeding:
-                        rows(message, body, columns)
-    frames = {}
-    for spec, columns in zip(specs, tables, strict=True):
-        frames[spec.name] = _typed(columns, spec.dtypes)
-        columns.clear()  # let each table's lists go once it is a frame
-    return frames
+                    for table in feeding:
+                        rows = table.spec.rows(message, body)
+                        if rows:
+                            table.add(position, rows)
+    context = _Context(messages, [table.positions for table in gathered])
+    return {table.spec.name: table.frame(context) for table in gathered}
 
 
+class _Gathered:
+    """One per-API table's rows as they are made: the rows (the columns after the context
+    ones) and, once per message that gave rows, its place and how many rows it gave."""
+
+    def __init__(self, spec: TableSpec) -> None:
+        self.spec = spec
+        self.rows: list[TableRow] = []
+        self.positions: list[int] = []
+        self.counts: list[int] = []
+
+    def add(self, position: int, rows: list[TableRow]) -> None:
+        self.rows += rows
+        self.positions.append(position)
+        self.counts.append(len(rows))
+
+    def frame(self, context: _Context) -> pd.DataFrame:
+        """The typed table: context columns repeated for each message's rows, each other
+        column converted (`TableSpec.converted`) and typed as a whole."""
+        spec, rows = self.spec, self.rows
+        names = list(spec.dtypes)[len(CONTEXT_DTYPES):]
+        values = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+        if len(values) != len(names):
+            raise ValueError(f"{spec.name}: rows of {len(values)} values for {len(names)} columns")
+        self.rows = []
+        body = {name: list(found) for name, found in zip(names, values, strict=True)}
+        del values
+        for name, convert in spec.converted.items():
+            body[name] = convert(body[name])
+        columns = context.repeated(self.positions, self.counts)
+        for name in names:
+            columns[name] = typed_column(body.pop(name), spec.dtypes[name])
+        return pd.DataFrame(columns)
+
+
+class _Context:
+    """The context columns (`CONTEXT_DTYPES`) of the messages that gave rows to any table,
+    typed once; a table takes each message's values for each of its rows."""
+
+    def __init__(self, messages: list[Message], positions: list[list[int]]) -> None:
+        given = np.zeros(len(messages), dtype=bool)
+        for found in positions:
+            given[found] = True
+        self.positions = np.flatnonzero(given)
+        self.frame = typed(_contexts([messages[at] for at in self.positions]), CONTEXT_DTYPES)
+
+    def repeated(self, positions: list[int], counts: list[int]) -> dict[str, Any]:
+        """The context columns of a table whose rows came `counts` at a time from the
+        messages at `positions`; categories only of the values the table holds."""
+        rows = np.repeat(np.searchsorted(self.positions, positions), counts)
+        columns = {}
+        for name, dtype in CONTEXT_DTYPES.items():
+            found = self.frame[name].array.take(rows)
+            columns[name] = found.remove_unused_categories() if dtype == "category" else found
+        return columns
+
+
+def _contexts(messages: list[Message]) -> Columns:
+    """The context columns (`context_values`) of `messages`, a broker's address formatted
+    once per connection."""
+    brokers: dict[int, str] = {}
+    found: Columns = {name: [] for name in CONTEXT_DTYPES}
+    numbers, times, streams, servers, files = found.values()
+    for message in messages:
+        connection = message.frame.connection
+        broker = brokers.get(id(connection))
+        if broker is None:
+            broker = brokers[id(connection)] = context_values(message)[3]
+        numbers.append(message.number)
+        times.append(message.time_ns)
+        streams.append(connection.index)
+        servers.append(broker)
+        files.append(message.file)
+    return found
 
 
 # -- export -------------------------------------------------------------------
@@ -709,50 +823,6 @@ def _json_ready(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_json_ready(item) for item in value]
     return value
-
-
-# -- dtypes -------------------------------------------------------------------
-
-
-def _typed(columns: Columns, dtypes: Mapping[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({name: _column(columns[name], dtype) for name, dtype in dtypes.items()})
-
-
-def _column(values: list[Any], dtype: str) -> Any:
-    if dtype == "utc":  # capture times: integer nanoseconds (or exact decimal seconds)
-        return _capture_times(values)
-    if dtype == "utc_ms":
-        return _datetimes(pd.Series(values, dtype="Int64"), "ms")
-    if dtype == "category":  # categories are text even when every value is missing
-        return pd.Categorical(pd.array(values, dtype="str"))
-    if dtype == "object":
-        return pd.Series(values, dtype=object)
-    return pd.array(values, dtype=dtype)
-
-
-_YEARS_1_TO_9999_US = (-62_135_596_800_000_000, 253_402_300_799_999_999)
-
-
-def _datetimes(counts: pd.Series, unit: str) -> Any:
-    """Counts of `unit` since the epoch as UTC datetimes. A time outside the years 1-9999
-    (a corrupt capture timestamp, a wild value from the wire) is missing: neither pandas
-    nor Python's datetime can hold or show every such value."""
-    scale = 1 if unit == "us" else 1000
-    low, high = (bound // scale for bound in _YEARS_1_TO_9999_US)
-    return pd.to_datetime(counts.where((counts >= low) & (counts <= high)).astype("Int64"),
-                          unit=unit, utc=True)
-
-
-_NANOSECONDS_RANGE = (pd.Timestamp.min.value, pd.Timestamp.max.value)
-
-
-def _capture_times(values: list[Any]) -> Any:
-    """Capture times (integer nanoseconds, or CaptureTime) at full resolution; one pandas
-    cannot hold is missing."""
-    low, high = _NANOSECONDS_RANGE
-    counts = [None if v is None else v.ns if isinstance(v, CaptureTime) else int(v) for v in values]
-    counts = [c if c is not None and low <= c <= high else None for c in counts]
-    return pd.to_datetime(pd.Series(counts, dtype="Int64"), unit="ns", utc=True)
 
 
 def _count(number: int, noun: str) -> str:

@@ -20,20 +20,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.dissectors import Values, items, known
+from kdissect.dissectors import Values, items
 from kdissect.dissectors.describe_quorum import REPLICA_GROUPS, leader_log_end, replica_lag
 from kdissect.pair.message import Message
 from kdissect.present.table_spec import (
+    ABSENT,
     CONTEXT_DTYPES,
     Columns,
+    Pick,
+    Row,
     TableSpec,
     add_row,
-    add_rows,
     context_values,
+    error_names,
     message_context,
+    unknown,
+    uuid_text,
+    uuid_texts,
 )
-from kdissect.present.table_spec import error as _error
-from kdissect.present.table_spec import uuid_text as _uuid_text
 from kdissect.present.traffic_tables import TRAFFIC_TABLES
 
 # -- DescribeTopicPartitions (75): one row per partition of each response ----------------
@@ -50,34 +54,29 @@ TOPIC_PARTITIONS_DTYPES = {
 PARTITION_COLUMNS = tuple(TOPIC_PARTITIONS_DTYPES)[tuple(TOPIC_PARTITIONS_DTYPES).index("partition_index"):]
 
 
-def topic_partition_rows(message: Message, body: Values, columns: Columns) -> None:
+def topic_partition_rows(message: Message, body: Values) -> list[Row]:
     """One row per partition (`level` "partition"). A topic without partitions (an unknown
     topic, an error) gets one row of `level` "topic" whose partition columns are missing,
     so `level == "partition"` picks the partitions and a topic error never passes for a
     leaderless partition."""
-    context = context_values(message)
-    rows = []
+    rows: list[Row] = []
     for topic in items(body, "Topics"):
         get = topic.get
-        topic_columns = (get("Name"), _uuid_text(get("TopicId")), get("IsInternal"), _error(get("ErrorCode")))
+        topic_columns = (get("Name"), uuid_text(get("TopicId")), get("IsInternal"), get("ErrorCode"))
         partitions = items(topic, "Partitions")
-        for partition in partitions:
-            rows.append((*context, "partition", *topic_columns, *_partition_columns(partition)))
-        if not partitions:
-            rows.append((*context, "topic", *topic_columns, *_NO_PARTITION))
-    add_rows(columns, rows)
+        if partitions:
+            rows += _PARTITION.rows(partitions, ("partition", *topic_columns))
+        else:
+            rows.append(("topic", *topic_columns, *_NO_PARTITION))
+    return rows
 
 
-_NO_PARTITION = (None,) * len(PARTITION_COLUMNS)
-
-
-def _partition_columns(partition: Values) -> tuple[Any, ...]:
-    """`PARTITION_COLUMNS`' values: -1 leader and epoch are missing."""
-    get = partition.get
-    leader, epoch = get("LeaderId"), get("LeaderEpoch")
-    return (get("PartitionIndex"), _error(get("ErrorCode")), None if leader == -1 else leader,
-            None if epoch == -1 else epoch, get("ReplicaNodes"), get("IsrNodes"),
-            get("EligibleLeaderReplicas"), get("LastKnownElr"), get("OfflineReplicas"))
+_PARTITION = Pick("PartitionIndex", "ErrorCode", "LeaderId", "LeaderEpoch", "ReplicaNodes", "IsrNodes",
+                  "EligibleLeaderReplicas", "LastKnownElr", "OfflineReplicas")
+_NO_PARTITION = (None, ABSENT, *(None,) * (len(PARTITION_COLUMNS) - 2))
+# -1 leader and epoch are missing.
+_TOPIC_PARTITIONS_CONVERTED = {"topic_error": error_names, "partition_error": error_names,
+                               "leader_id": unknown, "leader_epoch": unknown}
 
 
 # -- DescribeProducers (61): one row per active producer per partition per response -----
@@ -91,35 +90,31 @@ PRODUCERS_DTYPES = {
 }  # fmt: skip
 
 
-def producer_rows(message: Message, body: Values, columns: Columns) -> None:
+def producer_rows(message: Message, body: Values) -> list[Row]:
     """-1 sentinels become missing values: no sequence yet, no coordinator, no open transaction.
 
     A partition answering with an error (and so without producers) gets one
     row carrying the error, so failures stay visible next to the data.
     """
-    context = context_values(message)
-    rows = []
+    rows: list[Row] = []
     for topic in items(body, "Topics"):
         name = topic.get("Name")
         for partition in items(topic, "Partitions"):
             get = partition.get
-            where = (*context, name, get("PartitionIndex"), _error(get("ErrorCode")), get("ErrorMessage"))
+            where = (name, get("PartitionIndex"), get("ErrorCode"), get("ErrorMessage"))
             producers = items(partition, "ActiveProducers")
-            for producer in producers:
-                rows.append((*where, *_producer_columns(producer)))
-            if not producers and get("ErrorCode"):
-                rows.append((*where, *_producer_columns({})))
-    add_rows(columns, rows)
+            if producers:
+                rows += _PRODUCER.rows(producers, where)
+            elif get("ErrorCode"):
+                rows.append(where + _NO_PRODUCER)
+    return rows
 
 
-def _producer_columns(producer: Values) -> tuple[Any, ...]:
-    """producer_id to current_txn_start_offset; -1 sequence, timestamp, epoch and offset are missing."""
-    get = producer.get
-    sequence, timestamp = get("LastSequence"), get("LastTimestamp")
-    epoch, offset = get("CoordinatorEpoch"), get("CurrentTxnStartOffset")
-    return (get("ProducerId"), get("ProducerEpoch"), None if sequence == -1 else sequence,
-            None if timestamp == -1 else timestamp, None if epoch == -1 else epoch,
-            None if offset == -1 else offset)
+_PRODUCER = Pick("ProducerId", "ProducerEpoch", "LastSequence", "LastTimestamp", "CoordinatorEpoch",
+                 "CurrentTxnStartOffset")
+_NO_PRODUCER = (None,) * len(_PRODUCER.names)
+_PRODUCERS_CONVERTED = {"partition_error": error_names, "last_sequence": unknown, "last_timestamp": unknown,
+                        "coordinator_epoch": unknown, "current_txn_start_offset": unknown}
 
 
 # -- DescribeQuorum (55): partitions, replicas (voters and observers), nodes --------------
@@ -151,23 +146,20 @@ def _quorum_partitions(body: Values) -> list[tuple[Any, Values]]:
             for topic in items(body, "Topics") for partition in items(topic, "Partitions")]
 
 
-def quorum_rows(message: Message, body: Values, columns: Columns) -> None:
+def quorum_rows(message: Message, body: Values) -> list[Row]:
     """One row per partition. `voter_count` and `observer_count` are derived: how many
     entries the partition's CurrentVoters and Observers arrays hold."""
-    context = (*context_values(message), message.api_version,
-               None if "ErrorCode" not in body else _error(body.get("ErrorCode")))
-    rows = []
-    for topic, partition in _quorum_partitions(body):
-        get = partition.get
-        rows.append((
-            *context, topic, get("PartitionIndex"), _error(get("ErrorCode")),
-            known(get("LeaderId")), get("LeaderEpoch"), known(get("HighWatermark")),
-            len(items(partition, "CurrentVoters")), len(items(partition, "Observers")),
-        ))  # fmt: skip
-    add_rows(columns, rows)
+    head = (message.api_version, body.get("ErrorCode", ABSENT))
+    return [(*head, topic, get("PartitionIndex"), get("ErrorCode"), get("LeaderId"), get("LeaderEpoch"),
+             get("HighWatermark"), len(items(partition, "CurrentVoters")), len(items(partition, "Observers")))
+            for topic, partition in _quorum_partitions(body) for get in (partition.get,)]
 
 
-def replica_rows(message: Message, body: Values, columns: Columns) -> None:
+_QUORUM_CONVERTED = {"error": error_names, "partition_error": error_names, "leader_id": unknown,
+                     "high_watermark": unknown}
+
+
+def replica_rows(message: Message, body: Values) -> list[Row]:
     """One row per voter and observer.
 
     Derived columns: `role` ("leader" for the voter whose id is the partition's
@@ -177,33 +169,37 @@ def replica_rows(message: Message, body: Values, columns: Columns) -> None:
     in v0 and -1 ("unknown") are missing values, and so is the all-zero directory
     id (unknown directory).
     """
-    context = context_values(message)
-    rows = []
+    rows: list[Row] = []
     for topic, partition in _quorum_partitions(body):
-        leader = known(partition.get("LeaderId"))
+        get = partition.get
+        leader = get("LeaderId")
+        leader_id = None if leader == -1 else leader
         leader_end = leader_log_end(partition)
-        where = (*context, topic, partition.get("PartitionIndex"), leader, partition.get("LeaderEpoch"),
-                 known(partition.get("HighWatermark")))
+        where = (topic, get("PartitionIndex"), leader, get("LeaderEpoch"), get("HighWatermark"))
         for group, role in REPLICA_GROUPS:
             for replica in items(partition, group):
-                get = replica.get
-                replica_id, log_end = get("ReplicaId"), get("LogEndOffset")
-                fetched, caught_up = get("LastFetchTimestamp"), get("LastCaughtUpTimestamp")
+                replica_id, directory, log_end, fetched, caught_up = _REPLICA.one(replica)
                 rows.append((
-                    *where, "leader" if role == "voter" and replica_id == leader else role,
-                    replica_id, _uuid_text(get("ReplicaDirectoryId")),
-                    None if log_end == -1 else log_end, replica_lag(leader_end, log_end),
-                    None if fetched == -1 else fetched, None if caught_up == -1 else caught_up,
+                    *where, "leader" if role == "voter" and replica_id == leader_id else role,
+                    replica_id, directory, log_end,
+                    None if leader_end is None else replica_lag(leader_end, log_end), fetched, caught_up,
                 ))  # fmt: skip
-    add_rows(columns, rows)
+    return rows
 
 
-def node_rows(message: Message, body: Values, columns: Columns) -> None:
+_REPLICA = Pick("ReplicaId", "ReplicaDirectoryId", "LogEndOffset", "LastFetchTimestamp", "LastCaughtUpTimestamp")
+_REPLICAS_CONVERTED = {"leader_id": unknown, "high_watermark": unknown, "replica_directory_id": uuid_texts,
+                       "log_end_offset": unknown, "last_fetch_timestamp": unknown,
+                       "last_caught_up_timestamp": unknown}
+
+
+def node_rows(message: Message, body: Values) -> list[Row]:
     """v2 responses: each controller node's listeners, one row per listener."""
-    context = context_values(message)
-    add_rows(columns, [(*context, node.get("NodeId"), listener.get("Name"), listener.get("Host"),
-                        listener.get("Port"))
-                       for node in items(body, "Nodes") for listener in items(node, "Listeners")])
+    return [row for node in items(body, "Nodes")
+            for row in _LISTENER.rows(items(node, "Listeners"), (node.get("NodeId"),))]
+
+
+_LISTENER = Pick("Name", "Host", "Port")
 
 
 def _answers(api_key: int) -> tuple[frozenset[int], bool]:
@@ -211,10 +207,12 @@ def _answers(api_key: int) -> tuple[frozenset[int], bool]:
 
 
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
-    TableSpec("topic_partitions", *_answers(75), TOPIC_PARTITIONS_DTYPES, topic_partition_rows),
-    TableSpec("producers", *_answers(61), PRODUCERS_DTYPES, producer_rows),
-    TableSpec("quorum", *_answers(55), QUORUM_DTYPES, quorum_rows),
-    TableSpec("quorum_replicas", *_answers(55), QUORUM_REPLICAS_DTYPES, replica_rows),
+    TableSpec("topic_partitions", *_answers(75), TOPIC_PARTITIONS_DTYPES, topic_partition_rows,
+              converted=_TOPIC_PARTITIONS_CONVERTED),
+    TableSpec("producers", *_answers(61), PRODUCERS_DTYPES, producer_rows, converted=_PRODUCERS_CONVERTED),
+    TableSpec("quorum", *_answers(55), QUORUM_DTYPES, quorum_rows, converted=_QUORUM_CONVERTED),
+    TableSpec("quorum_replicas", *_answers(55), QUORUM_REPLICAS_DTYPES, replica_rows,
+              converted=_REPLICAS_CONVERTED),
     TableSpec("quorum_nodes", *_answers(55), QUORUM_NODES_DTYPES, node_rows),
     *TRAFFIC_TABLES,
 )}

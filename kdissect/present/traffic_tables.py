@@ -35,11 +35,10 @@ from kdissect.error_codes import error_name
 from kdissect.pair.message import Message
 from kdissect.present.table_spec import (
     CONTEXT_DTYPES,
-    Columns,
+    Row,
     TableSpec,
     direction,
     error,
-    message_context,
     uuid_text,
 )
 
@@ -50,15 +49,15 @@ MESSAGE_COLUMNS = {**CONTEXT_DTYPES, "api_name": "category", "direction": "categ
                    "api_version": "Int64"}
 
 
-def _add(columns: Columns, row: dict[str, Any]) -> None:
-    """Append one row; columns the row does not name get a missing value."""
-    for name, values in columns.items():
-        values.append(row.get(name))
+def _tuples(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> list[Row]:
+    """Rows given as dicts, as tuples of the columns after the context ones; a column a
+    row does not name is missing."""
+    names = tuple(dtypes)[len(CONTEXT_DTYPES):]
+    return [tuple([row.get(name) for name in names]) for row in rows]
 
 
 def _message_row(message: Message) -> dict[str, Any]:
-    return {**message_context(message), "api_name": message.api_name,
-            "direction": direction(message), "api_version": message.api_version}
+    return {"api_name": message.api_name, "direction": direction(message), "api_version": message.api_version}
 
 
 def _topic(topic: Values) -> dict[str, Any]:
@@ -109,22 +108,27 @@ PRODUCE_DTYPES = {
 }  # fmt: skip
 
 
-def produce_rows(message: Message, body: Values, columns: Columns) -> None:
+def produce_rows(message: Message, body: Values) -> list[Row]:
     """Requests: what each partition is sent (acks, timeout, transactional id, records);
     responses: where the broker put it (base offset, log append time) or why not."""
+    return _tuples(_produce_rows(message, body), PRODUCE_DTYPES)
+
+
+def _produce_rows(message: Message, body: Values) -> list[dict[str, Any]]:
     row = _message_row(message)
+    rows = []
     if message.is_request:
         row |= {"acks": body.get("Acks"), "timeout_ms": body.get("TimeoutMs"),
                 "transactional_id": body.get("TransactionalId")}
         for topic in items(body, "TopicData"):
             for partition in items(topic, "PartitionData"):
-                _add(columns, {**row, **_topic(topic), "partition_index": partition.get("Index"),
-                               **_records(partition.get("Records"))})
-        return
+                rows.append({**row, **_topic(topic), "partition_index": partition.get("Index"),
+                             **_records(partition.get("Records"))})
+        return rows
     row["throttle_time_ms"] = body.get("ThrottleTimeMs")
     for topic in items(body, "Responses"):
         for partition in items(topic, "PartitionResponses"):
-            _add(columns, {
+            rows.append({
                 **row, **_topic(topic), "partition_index": partition.get("Index"),
                 "partition_error": error(partition.get("ErrorCode")),
                 "error_message": partition.get("ErrorMessage"),
@@ -132,6 +136,7 @@ def produce_rows(message: Message, body: Values, columns: Columns) -> None:
                 "log_append_time": known(partition.get("LogAppendTimeMs")),
                 "log_start_offset": known(partition.get("LogStartOffset")),
             })  # fmt: skip
+    return rows
 
 
 # -- fetch -----------------------------------------------------------------------------
@@ -157,10 +162,15 @@ _FETCH_PARTITION = {"FetchOffset": "fetch_offset", "CurrentLeaderEpoch": "curren
                     "PartitionMaxBytes": "partition_max_bytes"}
 
 
-def fetch_rows(message: Message, body: Values, columns: Columns) -> None:
+def fetch_rows(message: Message, body: Values) -> list[Row]:
     """Requests: what a consumer or follower asks of each partition (its session, wait and
     offsets); responses: what each partition answered (watermarks, records, error)."""
+    return _tuples(_fetch_rows(message, body), FETCH_DTYPES)
+
+
+def _fetch_rows(message: Message, body: Values) -> list[dict[str, Any]]:
     row = _message_row(message)
+    rows = []
     if message.is_request:
         row |= {column: body.get(name) for name, column in _FETCH_REQUEST.items()}
         # -1: a consumer, not a follower. From v15 the follower's id is in the tagged
@@ -169,15 +179,15 @@ def fetch_rows(message: Message, body: Values, columns: Columns) -> None:
         for topic in items(body, "Topics"):
             for partition in items(topic, "Partitions"):
                 offsets = {column: known(partition.get(name)) for name, column in _FETCH_PARTITION.items()}
-                _add(columns, {**row, **_topic(topic), "partition_index": partition.get("Partition"),
-                               **offsets})
-        return
+                rows.append({**row, **_topic(topic), "partition_index": partition.get("Partition"),
+                             **offsets})
+        return rows
     row |= {"throttle_time_ms": body.get("ThrottleTimeMs"), "session_id": body.get("SessionId"),
             "error": error(body.get("ErrorCode")) if "ErrorCode" in body else None}
     for topic in items(body, "Responses"):
         for partition in items(topic, "Partitions"):
             aborted = partition.get("AbortedTransactions")
-            _add(columns, {
+            rows.append({
                 **row, **_topic(topic), "partition_index": partition.get("PartitionIndex"),
                 **_records(partition.get("Records")),
                 "partition_error": error(partition.get("ErrorCode")),
@@ -187,6 +197,7 @@ def fetch_rows(message: Message, body: Values, columns: Columns) -> None:
                 "aborted_transactions": len(aborted) if isinstance(aborted, list) else None,
                 "preferred_read_replica": known(partition.get("PreferredReadReplica")),
             })  # fmt: skip
+    return rows
 
 
 # -- groups ----------------------------------------------------------------------------
@@ -305,7 +316,7 @@ GROUP_APIS = {11: _join_group, 14: _sync_group, 12: _heartbeat, 13: _leave_group
               10: _find_coordinator}
 
 
-def group_rows(message: Message, body: Values, columns: Columns) -> None:
+def group_rows(message: Message, body: Values) -> list[Row]:
     """One row per group and member the message is about; a response's rows take the
     identity (group, member, generation, coordinator key) of its request's rows."""
     assert message.api_key is not None
@@ -316,8 +327,7 @@ def group_rows(message: Message, body: Values, columns: Columns) -> None:
         asked = [] if asked_body is None else rows_of(asked_body, True)
         found = [_identified(row, asked, index, len(found)) for index, row in enumerate(found)]
     base = _message_row(message)
-    for row in found:
-        _add(columns, {**base, **row})
+    return _tuples([{**base, **row} for row in found], GROUPS_DTYPES)
 
 
 def _identified(row: dict[str, Any], asked: Rows, index: int, count: int) -> dict[str, Any]:
@@ -345,14 +355,15 @@ TOPIC_NAMES = ("Name", "Topic", "TopicName")
 PARTITION_INDEXES = ("PartitionIndex", "Partition", "Index")
 
 
-def error_rows(message: Message, body: Values, columns: Columns) -> None:
+def error_rows(message: Message, body: Values) -> list[Row]:
     """Every non-zero `...ErrorCode` field of the body, wherever it sits."""
-    base = None
-    for path, field, code, sibling, where in _errors(message, body):
-        if base is None:
-            base = _message_row(message)
-        _add(columns, {**base, **where, "path": path, "field": field, "error_code": code,
-                       "error": error_name(code), "error_message": sibling})
+    found = _errors(message, body)
+    if not found:
+        return []
+    base = _message_row(message)
+    return _tuples([{**base, **where, "path": path, "field": field, "error_code": code,
+                     "error": error_name(code), "error_message": sibling}
+                    for path, field, code, sibling, where in found], ERRORS_DTYPES)
 
 
 def _errors(message: Message, body: Values) -> list[tuple[str, str, int, Any, dict[str, Any]]]:
