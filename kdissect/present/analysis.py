@@ -93,7 +93,8 @@ def read_pcap(
             found = (message for message, _ in read_in_parallel(
                 sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                 report=problems.append, show_secrets=show_secrets,
-                preload=("kdissect.present.parallel_tables",), finish=api_tables, finished=early.append))
+                preload=("kdissect.present.parallel_tables",), finish=functools.partial(api_tables, table_of),
+                finished=early.append))
         else:
             found = read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                   report=problems.append, tls_keylog=tls_keylog,

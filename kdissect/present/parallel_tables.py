@@ -153,16 +153,15 @@ def _api_table_names() -> set[str]:
     return set(TABLES)
 
 
-def api_tables(messages: list[Message]) -> dict[str, pd.DataFrame]:
-    """In a reading worker: every per-API table over the messages of its share, made
-    together as one process makes them."""
-    from kdissect.present.analysis import table_of
+def api_tables(builder: Builder, messages: list[Message]) -> dict[str, pd.DataFrame]:
+    """In a reading worker: every per-API table over the messages of its share, made by
+    `builder` (`analysis.table_of`) together, as one process makes them."""
     from kdissect.present.tables import TABLES
 
     ahead: dict[str, pd.DataFrame] = {}
     with cycle_collection_paused():
         first = next(iter(TABLES))
-        return {first: table_of(messages, first, ahead), **ahead}
+        return {first: builder(messages, first, ahead), **ahead}
 
 
 def _renumbered(early: Finished, jobs: int) -> list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]]:
