@@ -12,7 +12,8 @@ and prints a Markdown table with the wall-time speed-up, the load average before
 after (the machine's other work counts: report it with the figures), and the CPU
 seconds of every process (KDISSECT_JOBS_CPU=1 makes --jobs report its workers'): for
 -V one phase (parent, workers), for the tables two, separated by `;` (reading, then
-building the tables). From these comes the speed-up on idle cores, which a loaded
+building the tables: the reading workers make the per-API tables once their share is
+read, and the parent's seconds are what it takes to renumber and merge their parts). From these comes the speed-up on idle cores, which a loaded
 machine's wall times cannot show (`idle_time`: reading, the busiest worker or all the
 phase's CPU seconds spread over the cores, whichever is longer; building tables, the
 parent's seconds plus the busiest worker's), against the CPU seconds of one job.

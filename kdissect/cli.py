@@ -392,6 +392,7 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
     if not readable:
         return
     problems = _ProblemReporter(readable[0] if len(readable) == 1 else "", before_note)
+    bar = Progress.of_bytes(_set_name(readable), functools.partial(_plain_size, readable))
     failed = 0
 
     def unreadable(index: int, problem: CaptureError) -> None:
@@ -403,14 +404,40 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
         yield from read_in_parallel(readable, jobs, ports=[*DEFAULT_PORTS, *args.port],
                                     detect=not args.no_detect, max_frame_size=args.max_frame_size,
                                     report=problems, unreadable=unreadable, clock=clock,
-                                    show_secrets=args.show_secrets, prepare=prepare)
+                                    show_secrets=args.show_secrets, prepare=prepare,
+                                    progress=None if bar is None else bar.reach)
     except CaptureError as exc:
         _warn(f"{readable[0]}: {exc}")
         yield None
     finally:
+        if bar is not None:
+            bar.close()
         problems.close()
     for _ in range(failed):
         yield None
+
+
+def _set_name(paths: list[str]) -> str:
+    """What the progress bar calls the capture files read together."""
+    name = os.path.basename(paths[0])
+    return name if len(paths) == 1 else f"{name} and {len(paths) - 1} more"
+
+
+def _plain_size(paths: list[str]) -> int:
+    """The bytes of capture files the workers read, for progress: 0 (not known) when a file
+    is compressed or cannot be sized."""
+    from kdissect.ingest.compressed import compression_of
+
+    total = 0
+    for path in paths:
+        try:
+            with open(path, "rb") as stream:
+                if compression_of(stream.read(8)) is not None:
+                    return 0
+            total += os.path.getsize(path)
+        except OSError:
+            return 0
+    return total
 
 
 def _open_capture(path: str) -> BinaryIO | None:

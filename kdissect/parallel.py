@@ -10,7 +10,10 @@ and decodes only the connections of its share: those whose 4-tuple's bucket
 connection, with every 4-tuple reuse of it, lives in exactly one worker. What ties
 connections together in one process is only capture time and the capture's end
 (`ConnectionTracker.tick` runs on every packet in every worker) and the order of
-closings those fix; both are keyed below, so no worker needs another's state.
+closings those fix; both are keyed below, so no worker needs another's state. Since
+every worker passes by every packet of the others' shares, it remembers their Ethernet
+IPv4 4-tuples as the packet's own bytes: such a packet costs a slice and a look-up,
+not a decoding of its headers.
 
 What comes back. Each worker sends, in batches over its own pipe, the events one
 process would make, in its order: a connection found to be Kafka, a frame, a
@@ -35,6 +38,12 @@ function is called in the worker on its own copy of each message (paired on its
 connection, which is all a body's decoding needs) and its result comes back with the
 message; the command uses it for the `-V` tree and the JSON tree, which depend on
 nothing global.
+
+With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
+message of its share, paired, and once its share is read hands them to `finish`; the
+parent hands the results on with the capture's number of each message and index of
+each connection (`Finished`). `progress` hears of the bytes of packet records read, as
+far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
 (`BATCH_EVENTS`); the parent reads at most `AHEAD_BATCHES` batches of a worker ahead
@@ -66,6 +75,7 @@ import os
 import pickle
 import queue
 import signal
+import struct
 import sys
 import threading
 import time
@@ -80,7 +90,7 @@ from kdissect.ingest.capture import CaptureError, CaptureRecord
 from kdissect.ingest.connections import KafkaConnections, _server_port
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Connection, Direction, Frame
-from kdissect.ingest.net import decode_tcp
+from kdissect.ingest.net import RawSegment, decode_tcp
 from kdissect.ingest.reassembly import (
     CLOSED_BUCKETS,
     MAX_HELD_BYTES,
@@ -99,10 +109,13 @@ PARALLEL_BYTES = 16 * 1024 * 1024  # capture bytes from which the default is eve
 MAX_JOBS = CLOSED_BUCKETS  # a share is a set of buckets
 BATCH_EVENTS = 256  # events a worker sends at once
 AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
+RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data for progress
+MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
 END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
 
 Prepare = Callable[[Message], Any]
+Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
 
 
@@ -146,6 +159,9 @@ def read_messages(
     show_secrets: bool = False,
     prepare: Prepare | None = None,
     preload: Iterable[str] = (),
+    finish: Finish | None = None,
+    finished: Callable[[Finished], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[Message, Any]]:
     """`pipeline.read_messages` on `jobs` worker processes: (message, prepared) pairs.
 
@@ -153,6 +169,14 @@ def read_messages(
     its worker, None without one. `preload` names modules the workers will need
     anyway (see `worker_context`). Raises CaptureError as one process does, and
     WorkerError when a worker fails.
+
+    `finish` (a picklable function), when given, is called in each worker once its share
+    is read, on every message of its share, paired, in capture order, numbered and with
+    connections indexed within the worker; once the last message is yielded, `finished`
+    is given a `Finished` that collects the results (and from then on owns the workers).
+
+    `progress`, when given, hears how far the merge has come, in bytes of packet records
+    read (`RECORD_OVERHEAD` counted for each record's header), once per batch merged.
     """
     if not 1 < jobs <= MAX_JOBS:
         raise ValueError(f"jobs must be 2 to {MAX_JOBS} here, not {jobs}")
@@ -160,10 +184,12 @@ def read_messages(
     options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": max_frame_size,
                "max_held": max_held, "show_secrets": show_secrets,
                "names": list(names or paths), "definitions": portable_definitions()}
-    team = _Team(paths, jobs, options, prepare, worker_context(prepare, *preload))
+    team = _Team(paths, jobs, options, prepare, finish, worker_context(prepare, finish, *preload))
+    team.progress = progress
+    handed = False
     try:
         prepared: dict[int, Any] = {}
-        merged = _Merge(team, report, unreadable, clock, prepared)
+        merged = _Merge(team, report, unreadable, clock, prepared, keep_numbers=finish is not None)
         for message in pair_messages(merged.messages()):
             yield message, prepared.pop(message.number, None)
         merged.finish(options)
@@ -171,8 +197,45 @@ def read_messages(
             workers = ", ".join(f"{s.get('cpu', 0.0):.2f}" for s in team.summaries)
             print(f"kdissect: CPU seconds: parent {time.process_time():.2f}, workers {workers}",
                   file=sys.stderr)
+        if finish is not None and finished is not None:
+            finished(Finished(team, merged))
+            handed = True
     finally:
-        team.stop()
+        if not handed:
+            team.stop()
+
+
+class Finished:
+    """What each worker's `finish` made of its share (`read_messages`), and where its
+    messages and connections are in the whole capture."""
+
+    def __init__(self, team: _Team, merged: _Merge) -> None:
+        self.team = team
+        self.numbers = merged.numbers
+        self.streams: list[dict[int, int]] = [{} for _ in team.pipes]
+        for (worker, local), connection in merged.connections.items():
+            self.streams[worker][local] = connection.index
+        self.gathered: list[tuple[Any, float]] | None = None
+
+    def results(self) -> list[tuple[Any, list[int], dict[int, int]]]:
+        """Per worker: what `finish` returned, the capture's number of each message the
+        worker numbered (its number minus one is the index), and the capture's index of
+        each connection it indexed. The workers end once all are in."""
+        if self.gathered is None:
+            try:
+                self.gathered = [self.team.finished(index) for index in range(len(self.team.pipes))]
+            finally:
+                self.team.stop()
+        return [(result, numbers, streams) for (result, _cpu), numbers, streams
+                in zip(self.gathered, self.numbers, self.streams, strict=True)]
+
+    def cpu(self) -> list[float]:
+        """CPU seconds each worker spent in `finish` (after `results`)."""
+        return [cpu - summary.get("cpu", 0.0) for (_result, cpu), summary
+                in zip(self.gathered or (), self.team.summaries, strict=False)]
+
+    def stop(self) -> None:
+        self.team.stop()
 
 
 def worker_context(*uses: Any) -> Any:
@@ -214,18 +277,21 @@ class _Team:
     """The worker processes and the parent's end of their pipes."""
 
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
-                 prepare: Prepare | None, context: Any) -> None:
+                 prepare: Prepare | None, finish: Finish | None, context: Any) -> None:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
+        self.finishing = finish is not None  # after its summary a worker sends what it finished
         for index in range(jobs):
             receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare),
+            process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish),
                                       name=f"kdissect-worker-{index}", daemon=True)
             process.start()
             sender.close()  # the worker's end: closed here so its death reads as the end of the pipe
             self.pipes.append(receiver)
             self.processes.append(process)
         self.summaries: list[dict[str, Any]] = [{} for _ in range(jobs)]
+        self.progress: Callable[[int], None] | None = None
+        self.read = [0] * jobs  # record bytes each worker had read when it sent its last batch merged
         # A reader thread per worker keeps its pipe drained, a few batches ahead of the merge,
         # so that a worker seldom waits for a parent the machine's other work holds up.
         self.ahead = [queue.Queue[tuple[str, Any]](AHEAD_BATCHES) for _ in range(jobs)]
@@ -248,7 +314,7 @@ class _Team:
                     break
                 except queue.Full:
                     continue
-            if item[0] != "events":
+            if item[0] != "events" and not (item[0] == "end" and self.finishing):
                 return
 
     def events(self, index: int) -> Iterator[tuple[Key, int, str, Any]]:
@@ -262,15 +328,37 @@ class _Team:
                 raise WorkerError(f"worker {index} ended without finishing its share "
                                   f"(exit code {code})") from None
             if kind == "events":
-                for key, what, event in payload:
+                batch, self.read[index] = payload
+                if self.progress is not None:
+                    self.progress(max(self.read))
+                for key, what, event in batch:
                     yield key, index, what, event
             elif kind == "end":
                 self.summaries[index] = payload
+                self.read[index] = payload["read"]
+                if self.progress is not None:
+                    self.progress(max(self.read))
                 return
             elif kind == "capture_error":
                 raise CaptureError(payload)
             else:
                 raise WorkerError(f"worker {index} failed: {payload}")
+
+    def finished(self, index: int) -> tuple[Any, float]:
+        """What worker `index` sent after its summary: its `finish` result and CPU seconds."""
+        while True:
+            try:
+                kind, payload = self.ahead[index].get(timeout=0.5)
+                break
+            except queue.Empty:
+                if self.stopping.is_set() or (not self.readers[index].is_alive() and self.ahead[index].empty()):
+                    raise WorkerError(f"worker {index} was stopped before it finished") from None
+        if kind == "finished":
+            result: tuple[Any, float] = payload
+            return result
+        if kind == "gone":
+            raise WorkerError(f"worker {index} ended before it finished") from None
+        raise WorkerError(f"worker {index} failed: {payload}")
 
     def stop(self) -> None:
         self.stopping.set()
@@ -293,16 +381,19 @@ class _Merge:
 
     def __init__(self, team: _Team, report: Report | None,
                  unreadable: Callable[[int, CaptureError], None] | None,
-                 clock: CaptureClock | None, prepared: dict[int, Any]) -> None:
+                 clock: CaptureClock | None, prepared: dict[int, Any], *, keep_numbers: bool = False) -> None:
         self.team, self.report, self.unreadable, self.clock = team, report, unreadable, clock
         self.prepared = prepared
         self.connections: dict[tuple[int, int], Connection] = {}
+        # per worker, with keep_numbers: the number of each message it sent, in its order
+        self.numbers: list[list[int]] = [[] for _ in team.pipes] if keep_numbers else []
 
     def messages(self) -> Iterator[Message]:
         team = self.team
         streams = [team.events(index) for index in range(len(team.pipes))]
         number = 0
         connections = self.connections
+        numbers = self.numbers
         for _key, worker, what, event in heapq.merge(*streams, key=itemgetter(0)):
             if what == "frame":
                 (local, request, offset, data, first, first_ns, last, last_ns, complete, notes, file, ready,
@@ -314,6 +405,8 @@ class _Merge:
                                   expects_response, file, list(header_notes) if header_notes else [])
                 if ready is not None:
                     self.prepared[number] = ready
+                if numbers:
+                    numbers[worker].append(number)
                 yield message
             elif what == "open":
                 local, client, server, tls = event
@@ -372,12 +465,14 @@ class _Worker:
     """One worker's pipeline: its share of the connections, its events keyed and batched."""
 
     def __init__(self, pipe: Pipe, index: int, jobs: int, options: dict[str, Any],
-                 prepare: Prepare | None) -> None:
-        self.pipe, self.index, self.jobs, self.prepare = pipe, index, jobs, prepare
+                 prepare: Prepare | None, finish: Finish | None = None) -> None:
+        self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
+        self.kept: list[Message] = []  # with `finish`: every message of the share
         self.options = options
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
         self.batch: list[tuple[Key, str, Any]] = []
         self.sequence = 0
+        self.read = 0  # bytes of the records read so far (for progress)
         self.key: tuple[int, int, int, int] = (0, 0, 0, 0)
         self.kafka = _ShareConnections(options["ports"], options["detect"], options["max_frame_size"],
                                        self.pending.append)
@@ -389,6 +484,8 @@ class _Worker:
         self.numbered = 0
         self.to_mask: deque[Frame] = deque()  # one frame at a time through one masking pass
         self.masked = mask_secrets(_each(self.to_mask), show_secrets=options["show_secrets"])
+        self._others: set[bytes] = set()  # Ethernet IPv4 4-tuples of other shares, as packet bytes
+        self._mine: set[tuple[bytes, int, bytes, int]] = set()  # 4-tuples of this share
 
     def run(self, paths: list[str]) -> None:
         first = self.index == 0
@@ -401,15 +498,22 @@ class _Worker:
         self._send_batch()
         kafka = self.kafka
         self.pipe.send(("end", {"kafka": kafka.next_index, "tls": kafka.tls_seen, "cpu": time.process_time(),
+                                "read": self.read,
                                 "ports": [(port, count, kafka.ports_seen.get(port, 0))
                                           for port, count in kafka.tcp_ports.items()]}))
+        if self.finish is not None:
+            kept, self.kept = self.kept, []
+            result = self.finish(kept)
+            self.pipe.send(("finished", (result, time.process_time())))
 
     def _share(self, records: Iterator[CaptureRecord]) -> None:
         tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
         segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
-        index, jobs, first = self.index, self.jobs, self.index == 0
+        first = self.index == 0
+        others = self._others
         started = False
         for number, timestamp, linktype, data, original_length in records:
+            self.read += len(data) + RECORD_OVERHEAD
             if pending:  # notes made while reading this packet
                 flush((number, -1, 0, 0))
             if not started:
@@ -417,16 +521,34 @@ class _Worker:
                 if first:
                     self._event((0, 0, 0, 0), "start", timestamp)
             self.key = (number, 0, 0, 0)
-            raw = decode_tcp(linktype, data, original_length)
-            if raw is None:
-                if first:
-                    kafka.not_tcp(linktype)
-            elif flow_bucket(raw[:4]) % jobs == index:
-                segment(number, timestamp, raw)
+            if linktype != 1 or data[26:38] not in others or not _plain_tcp(data):
+                raw = decode_tcp(linktype, data, original_length)
+                if raw is None:
+                    if first:
+                        kafka.not_tcp(linktype)
+                elif self._owns(raw):
+                    segment(number, timestamp, raw)
             if ending and timestamp - ending[0][0] > grace:  # as in pipeline.frames_from_records
                 tracker.tick(timestamp)
             if pending:
                 flush(self.key)
+
+    def _owns(self, raw: RawSegment) -> bool:
+        """Whether this worker's share holds the segment's connection. An Ethernet IPv4
+        4-tuple of another share is remembered, as its bytes in the packet, so that its
+        next packets are passed by at the cost of a look-up (`_share`); one of this
+        share is remembered as it is. Both up to MAX_REMEMBERED 4-tuples."""
+        flow = raw[:4]
+        if flow in self._mine:
+            return True
+        if flow_bucket(flow) % self.jobs == self.index:
+            if len(self._mine) < MAX_REMEMBERED:
+                self._mine.add(flow)
+            return True
+        src, src_port, dst, dst_port = flow
+        if len(src) == 4 and len(self._others) < MAX_REMEMBERED:
+            self._others.add(src + dst + src_port.to_bytes(2, "big") + dst_port.to_bytes(2, "big"))
+        return False
 
     def _closing(self, why: tuple[int, int, int]) -> None:
         """A connection is about to close for capture time or the capture's end: what came
@@ -462,10 +584,13 @@ class _Worker:
         header = (message.correlation_id, message.api_key, message.api_version, message.client_id,
                   message.expects_response, tuple(message.notes))
         ready = None
-        if self.prepare is not None:
+        if self.prepare is not None or self.finish is not None:
             message.file = file
             self.pairer.add(message)
-            ready = self.prepare(message)
+            if self.prepare is not None:
+                ready = self.prepare(message)
+            if self.finish is not None:
+                self.kept.append(message)
         self._event(key, "frame", (
             frame.connection.index, message.is_request, frame.stream_offset,
             frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
@@ -479,17 +604,17 @@ class _Worker:
 
     def _send_batch(self) -> None:
         if self.batch:
-            self.pipe.send(("events", self.batch))
+            self.pipe.send(("events", (self.batch, self.read)))
             self.batch = []
 
 
 def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str, Any],
-         prepare: Prepare | None) -> None:
+         prepare: Prepare | None, finish: Finish | None = None) -> None:
     """A worker process: its share of the capture's connections, as events down `pipe`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     try:
         use_definitions(options["definitions"])
-        _Worker(pipe, index, jobs, options, prepare).run(paths)
+        _Worker(pipe, index, jobs, options, prepare, finish).run(paths)
     except CaptureError as problem:
         _send(pipe, ("capture_error", str(problem)))
     except BaseException as problem:  # every failure goes to the parent, in words
@@ -501,6 +626,20 @@ def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str,
 def _send(pipe: Pipe, message: tuple[str, Any]) -> None:
     with contextlib.suppress(OSError, ValueError):  # the parent may be gone
         pipe.send(message)
+
+
+_IPV4_TCP_HEAD = struct.Struct(">12xHBxH2xHxB22xB")  # as net.decode_tcp's fast path reads it
+
+
+def _plain_tcp(data: bytes) -> bool:
+    """Whether `decode_tcp` surely reads this Ethernet packet as an IPv4 TCP segment whose
+    4-tuple is bytes 26 to 38 (addresses, then ports): its fast path's conditions."""
+    if len(data) < 48:
+        return False
+    ethertype, version_length, total, fragment, protocol, data_offset = _IPV4_TCP_HEAD.unpack_from(data)
+    start = 34 + (data_offset >> 4) * 4
+    return (ethertype == 0x0800 and version_length == 0x45 and protocol == 6 and not fragment & 0x3FFF
+            and data_offset >= 0x50 and start <= 14 + total and start <= len(data))
 
 
 def _each(queue: deque[Frame]) -> Iterator[Frame]:

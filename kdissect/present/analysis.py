@@ -87,21 +87,29 @@ def read_pcap(
     sources = capture_paths(path)
     jobs = _jobs(sources, jobs, tls_keylog)
     found: Iterable[Message]
+    early: list[Any] = []  # the per-API tables the reading workers make (parallel_tables)
     with cycle_collection_paused():
         if jobs > 1:
             from kdissect.parallel import read_messages as read_in_parallel
+            from kdissect.present.parallel_tables import api_tables
 
             found = (message for message, _ in read_in_parallel(
                 sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                 report=problems.append, show_secrets=show_secrets,
-                preload=("kdissect.present.parallel_tables",)))
+                preload=("kdissect.present.parallel_tables",), finish=functools.partial(api_tables, table_of),
+                finished=early.append))
         else:
             found = read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                   report=problems.append, tls_keylog=tls_keylog,
                                   show_secrets=show_secrets)
         messages = [message for message in found if keep(message)]
     names = [source_name(s) for s in sources]
-    return Capture(messages, source=", ".join(names), problems=problems, files=names, jobs=jobs)
+    capture = Capture(messages, source=", ".join(names), problems=problems, files=names, jobs=jobs)
+    if early:
+        from kdissect.present.parallel_tables import TableJobs
+
+        capture._workers = TableJobs(jobs, early=early[0])
+    return capture
 
 
 def _jobs(sources: list[Any], jobs: int | None, tls_keylog: Any) -> int:

@@ -18,6 +18,15 @@ table, take the parent's message definitions, and end with the capture (or when 
 process ends); one that dies raises `WorkerError`. A capture of fewer than
 `PARALLEL_MESSAGES` messages builds its tables in this process: shipping costs more
 than it saves.
+
+The per-API tables are made sooner, by the workers that read the capture
+(`read_pcap`): each already holds every message of its connections, paired, so once
+its share is read it makes every per-API table over them (`api_tables`) while this
+process still merges. Its rows carry the worker's own message numbers and connection
+indexes; here they become the capture's (`kdissect.parallel.Finished`), and the rows of
+the workers are put in message order (a stable sort by number: each message's rows stay
+as made), the messages `read_pcap` left out dropped. Only a tree built here before the
+first per-API table is asked for (its notes show in the tables) sends them the long way.
 """
 
 from __future__ import annotations
@@ -29,13 +38,20 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kdissect.decode.schema import DefinitionSource
 from kdissect.decode.values import cycle_collection_paused
 from kdissect.ingest.framing import Connection, Direction, Frame
 from kdissect.pair.message import Message
-from kdissect.parallel import WorkerError, portable_definitions, use_definitions, worker_context
+from kdissect.parallel import (
+    Finished,
+    WorkerError,
+    portable_definitions,
+    use_definitions,
+    worker_context,
+)
 
 PARALLEL_MESSAGES = 20_000  # messages of a capture from which its tables are built on the workers
 RUNS_PER_JOB = 2  # runs of messages per worker process, to even out their cost over every table
@@ -52,8 +68,12 @@ WORKER_CPU: dict[int, float] = {}  # CPU seconds each table worker has spent, by
 class TableJobs:
     """The worker processes of one capture's tables, each keeping its runs of messages."""
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, early: Finished | None = None) -> None:
         self.jobs = jobs
+        self.early = early  # the per-API tables the reading workers made
+        self.early_parts: list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]] | None = None
+        if early is not None:
+            weakref.finalize(self, early.stop)
         self.messages: list[Message] | None = None  # the list the workers hold runs of
         self.pipes: list[Any] = []
         self.processes: list[Any] = []
@@ -65,6 +85,14 @@ class TableJobs:
         `builder` (a module-level function, sent by name, which keeps the messages that
         feed the table as it does in one process); None when it is not worth it."""
         del feeds  # each worker's builder chooses the messages that feed the table
+        if self.early is not None and self.early_parts is None and name in _api_table_names():
+            if any(message._tree is not None for message in messages):  # the long way, as it was
+                self.early.stop()
+                self.early = None
+            else:
+                self.early_parts = _renumbered(self.early, self.jobs)
+        if self.early_parts is not None and any(name in tables for tables, _n, _s in self.early_parts):
+            return _early_table(name, messages, self.early_parts, dtypes)
         definitions = portable_definitions()
         if len(messages) < PARALLEL_MESSAGES or definitions is None:
             return None
@@ -117,6 +145,55 @@ class TableJobs:
     def stop(self) -> None:
         _stop(self.pipes, self.processes)
         self.pipes, self.processes, self.messages = [], [], None
+
+
+def _api_table_names() -> set[str]:
+    from kdissect.present.tables import TABLES
+
+    return set(TABLES)
+
+
+def api_tables(builder: Builder, messages: list[Message]) -> dict[str, pd.DataFrame]:
+    """In a reading worker: every per-API table over the messages of its share, made by
+    `builder` (`analysis.table_of`) together, as one process makes them."""
+    from kdissect.present.tables import TABLES
+
+    ahead: dict[str, pd.DataFrame] = {}
+    with cycle_collection_paused():
+        first = next(iter(TABLES))
+        return {first: builder(messages, first, ahead), **ahead}
+
+
+def _renumbered(early: Finished, jobs: int) -> list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]]:
+    """Each reading worker's tables, with its numbers of messages and of connections as
+    arrays that give the capture's (index: the worker's number minus one; its index)."""
+    parts = []
+    for tables, numbers, streams in early.results():
+        stream_of = np.zeros(max(streams, default=-1) + 1, dtype=np.int64)
+        stream_of[list(streams)] = list(streams.values())
+        parts.append((tables, np.asarray(numbers, dtype=np.int64), stream_of))
+    for process, seconds in zip(early.team.processes, early.cpu(), strict=False):
+        WORKER_CPU[process.pid] = seconds
+    return parts
+
+
+def _early_table(name: str, messages: list[Message],
+                 parts: list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]],
+                 dtypes: dict[str, str]) -> pd.DataFrame:
+    """Table `name` from the reading workers' parts: the capture's numbers and
+    connections, only the messages kept, rows in message order."""
+    total = sum(len(numbers) for _tables, numbers, _streams in parts)
+    kept = None if total == len(messages) else np.fromiter((m.number for m in messages), np.int64, len(messages))
+    frames = []
+    for tables, numbers, stream_of in parts:
+        part = tables.pop(name)  # each table is asked for once: the capture keeps it
+        number = numbers[part["number"].to_numpy(dtype=np.int64) - 1]
+        part = part.assign(number=number, stream=stream_of[part["stream"].to_numpy(dtype=np.int64)])
+        frames.append(part if kept is None else part[np.isin(number, kept)])
+    filled = [part for part in frames if len(part)] or frames[:1]
+    frame = pd.concat(filled, ignore_index=True) if len(filled) > 1 else filled[0]
+    frame = frame.take(np.argsort(frame["number"].to_numpy(), kind="stable")).reset_index(drop=True)
+    return _categories_remade(frame, dtypes, appearance=False)
 
 
 def _put(pipe: Any, request: tuple[Any, ...], index: int) -> None:
@@ -242,6 +319,12 @@ def concatenated(parts: list[pd.DataFrame], dtypes: dict[str, str], *, appearanc
     """The parts of a table one after the other, categoricals as one process makes them."""
     filled = [part for part in parts if len(part)] or parts[:1]
     frame = pd.concat(filled, ignore_index=True) if len(filled) > 1 else filled[0].reset_index(drop=True)
+    return _categories_remade(frame, dtypes, appearance=appearance)
+
+
+def _categories_remade(frame: pd.DataFrame, dtypes: dict[str, str], *, appearance: bool) -> pd.DataFrame:
+    """Categorical columns made again over the whole column, as one process makes them:
+    categories sorted, or (`appearance`) in order of appearance."""
     for name, dtype in dtypes.items():
         if dtype != "category":
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 REFRESH_SECONDS = 0.25
@@ -18,17 +19,28 @@ class Progress:
     through untouched, so there is no cost and no stray output.
     """
 
-    def __init__(self, stream: BinaryIO, name: str) -> None:
+    def __init__(self, stream: BinaryIO | None, name: str, total: int = 0) -> None:
         self.stream = stream
         self.reader: Any = stream
         self.shown = False
         if not _wanted():
             return
-        self.total = _size(stream)
+        self.total = total if stream is None else _size(stream)
         self.name = "stdin" if name == "-" else os.path.basename(name)
         self.started = self.last = time.monotonic()
         self.done = 0
-        self.reader = _CountingReader(stream, self)
+        if stream is not None:
+            self.reader = _CountingReader(stream, self)
+
+    @classmethod
+    def of_bytes(cls, name: str, total: Callable[[], int]) -> Progress | None:
+        """A bar for a capture read elsewhere (by worker processes), moved on by `reach`:
+        `total()` bytes (0: not known, asked only for a bar); None when no bar is wanted."""
+        return cls(None, name, total()) if _wanted() else None
+
+    def reach(self, done: int) -> None:
+        """`done` bytes of the capture are read."""
+        self.advance(done - self.done)
 
     def advance(self, count: int) -> None:
         self.done += count

@@ -1,0 +1,59 @@
+"""`read_pcap(..., jobs=2)`: the per-API tables made by the workers that read the capture
+are the tables one process makes, numbered as the capture is."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from benchmarks.make_capture import build
+from kdissect.present.analysis import read_pcap
+from kdissect.present.tables import TABLES
+from tests.conftest import CAPTURES
+
+SHIPPED = sorted(CAPTURES.glob("*.pcap"))
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Half a megabyte of real exchanges over 64 interleaved connections."""
+    out = tmp_path_factory.mktemp("jobs_tables") / "many.pcap"
+    build(out, 0.5, "mixed", sources=SHIPPED)
+    return str(out)
+
+
+def same_api_tables(one: object, two: object) -> None:
+    for name in TABLES:
+        pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=name)  # type: ignore[attr-defined]
+
+
+def test_the_reading_workers_make_the_per_api_tables(many: str) -> None:
+    one, two = read_pcap(many, jobs=1), read_pcap(many, jobs=2)
+    same_api_tables(one, two)
+    assert two._workers.early_parts is not None  # from the reading workers...
+    assert two._workers.processes == []  # ...and no table workers were started for them
+    streams = set(two.table("produce")["stream"])
+    assert len(streams) > 32  # connections of both workers, numbered as the capture numbers them
+
+
+def test_messages_left_out_by_a_filter_are_left_out_of_the_tables(many: str) -> None:
+    for options in ({"apis": ["Produce", "Fetch"]}, {"filter": "api_key == 0 or latency_ms > 1"}):
+        one, two = read_pcap(many, jobs=1, **options), read_pcap(many, jobs=2, **options)
+        assert 0 < len(two) == len(one)
+        same_api_tables(one, two)
+
+
+def test_a_tree_built_before_the_first_table_shows_as_in_one_process(many: str) -> None:
+    one, two = read_pcap(many, jobs=1), read_pcap(many, jobs=2)
+    for capture in (one, two):
+        for message in capture.message_list[::7]:
+            message.tree()
+    same_api_tables(one, two)
+    assert two._workers.early is None  # the reading workers' tables were set aside
+
+
+def test_generic_tables_first_then_per_api_ones(many: str) -> None:
+    one, two = read_pcap(many, jobs=1), read_pcap(many, jobs=2)
+    for name in ("messages", "exchanges"):
+        pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=name)
+    same_api_tables(one, two)
