@@ -703,36 +703,22 @@ def tree_json(message: Message, *, about: bool) -> str:
     """The JSON of one message's tree, ASCII, as `message_json` writes it under "tree"."""
     import orjson
 
-    from kdissect.present.records import message_tree_record
+    from kdissect.present.records import ascii_json, message_tree_record
 
-    return _ascii(orjson.dumps(message_tree_record(message, about=about)).decode())
+    return ascii_json(orjson.dumps(message_tree_record(message, about=about)).decode())
 
 
 def message_json_with_tree(message: Message, tree: str) -> str:
     """`message_json(message)` with its tree's JSON made elsewhere (`tree_json`)."""
     import orjson
 
-    from kdissect.present.records import message_record
+    from kdissect.present.records import ascii_json, message_record
 
     record = message_record(message)
     time, record["time"] = record["time"], 0
     text: str = orjson.dumps(record).decode()
     text = text.replace('"time":0', f'"time":{time.exact()}', 1)
-    return _ascii(text[:-1]) + ',"tree":' + tree + "}"
-
-
-def _ascii(text: str) -> str:
-    """JSON text with every non-ASCII character written as \\u escapes (UTF-16 pairs beyond)."""
-    if text.isascii():
-        return text
-    return "".join(char if char.isascii() else _escaped(ord(char)) for char in text)
-
-
-def _escaped(code: int) -> str:
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    code -= 0x10000
-    return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
+    return ascii_json(text[:-1]) + ',"tree":' + tree + "}"
 
 
 def _silence_stdout() -> None:
