@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.decode.schema import message_plan
+from kdissect.decode.schema import message_plan, shipped_api_keys
 from kdissect.decode.tree import printable
 from kdissect.decode.walks import ScopeWalk, scope_walk
 from kdissect.pair.message import Message
-from kdissect.present.fields import body_api_keys, body_fields, scoped_structs
 
 _TOPIC = ("TopicName", "Name")
 _PARTITION = ("PartitionIndex", "PartitionId")
@@ -55,12 +54,12 @@ class ChangeMarker:
         number, before = previous
         if state == before:  # the common case: nothing moved
             return ""
-        changes = [_change(place, before[place], now) for place, now in state.items()
-                   if place in before and before[place] != now]
-        if not changes:
+        moved = [place for place, now in state.items() if before.get(place, now) != now]
+        if not moved:
             return ""
-        more = f" (+{len(changes) - SHOWN} more)" if len(changes) > SHOWN else ""
-        return f" changed since #{number}: " + "; ".join(changes[:SHOWN]) + more
+        named = "; ".join(_change(place, before[place], state[place]) for place in moved[:SHOWN])
+        more = f" (+{len(moved) - SHOWN} more)" if len(moved) > SHOWN else ""
+        return f" changed since #{number}: {named}{more}"
 
 
 _UNSET: Any = object()
@@ -76,7 +75,7 @@ def _reading(message: Message) -> ScopeWalk | None:
     flat values, not at all (None: the definition has none of the fields), or `_from_tree`."""
     key, version = message.api_key, message.api_version
     plan = None if key is None or version is None else message_plan(key, version, message.kind)
-    if plan is None or key not in body_api_keys():
+    if plan is None or key not in shipped_api_keys():  # as `present.fields.body_api_keys`
         return _from_tree
     return scope_walk(plan.body, SCOPE_NAMES, SCOPE_WANTED)
 
@@ -99,6 +98,9 @@ def _read_state(message: Message, reading: ScopeWalk | None) -> State:
 
 
 def _tree_state(message: Message) -> State:
+    # the filter fields, and the interpreter they read trees with, load only for such a body
+    from kdissect.present.fields import body_fields, scoped_structs
+
     body = body_fields(message, keep=True, into_records=False)
     return {} if body is None else _state(scoped_structs(body))
 
