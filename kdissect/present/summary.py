@@ -44,7 +44,8 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
         number += " " + str(frame.last_packet).rjust(7)
     when = when.rjust(12)
     if body_info:
-        text = f"{number} {when} {_route(message)} corr={correlation}"
+        route = _ROUTES.get((id(frame.connection), message.is_request, message.api_key, message.api_version, None))
+        text = f"{number} {when} {(route or _route_parts(message, None))[1]} corr={correlation}"
         if frame.connection.tls:
             text += " [tls]"
         details = info(message, body_info=True)
@@ -79,11 +80,6 @@ def _clock(nanoseconds: int) -> str:
 # identity (its object is kept in the value, so the id cannot be reused meanwhile).
 _ROUTES: dict[tuple[int, bool, int | None, int | None, str | None], tuple[object, str, str]] = {}
 _MAX_ROUTES = 65536
-
-
-def _route(message: Message) -> str:
-    """`src -> dst API vN Request`, cached per connection, direction and API version."""
-    return _route_parts(message, None)[1]
 
 
 def _route_parts(message: Message, client_id: str | None) -> tuple[object, str, str]:
