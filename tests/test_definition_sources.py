@@ -33,6 +33,7 @@ from kdissect.decode.schema import (
     project_source,
     resolve,
     set_sources,
+    shipped_api_keys,
     strip_comments,
 )
 from kdissect.decode.schema.loader import _source_spec
@@ -135,6 +136,52 @@ def test_the_summary_path_parses_no_definition(shipped_captures: Path) -> None:
     produce = next(m for m in messages if m.api_key == 0)
     produce.tree()
     assert _source_spec.cache_info().currsize <= 3  # the header, and Produce from each source having it
+
+
+def test_shipped_api_keys_known_by_file_name_are_the_ones_the_files_define() -> None:
+    parsed = {spec.api_key for spec in load_definitions()} - {None}
+    assert shipped_api_keys() == parsed
+
+
+def info_lines(capture: Path, capsys: pytest.CaptureFixture[str], *options: str) -> list[str]:
+    assert main(["-i", "--jobs", "1", *options, str(capture)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_info_lines_read_only_the_definitions_of_the_apis_met(tmp_path: Path, shipped_captures: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Broken files of APIs a capture lacks are never read; one of an API met is skipped and
+    reported when that API is first met, its versions falling through to the other sources."""
+    folder = operator_folder(tmp_path, "5-9", "x")
+    (folder / "FetchRequest.json").write_text("{ not json")
+    (folder / "VoteResponse.json").write_text("{ not json")
+    capture = shipped_captures / "quorum_story.pcap"  # ApiVersions, Metadata and DescribeQuorum
+    expected = info_lines(capture, capsys)
+    set_sources(None)
+    assert info_lines(capture, capsys, "--schemas", str(folder)) == expected
+    assert definition_problems() == {}
+    (folder / "DescribeQuorumResponse.json").write_text("{ not json")
+    assert info_lines(capture, capsys, "--schemas", str(folder)) == expected
+    assert list(definition_problems()) == ["schemas:message/DescribeQuorumResponse.json"]
+
+
+def test_info_lines_take_the_operators_definition_of_an_api_met_late(tmp_path: Path, shipped_captures: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """DescribeQuorum comes after ApiVersions and Metadata: its operator's definition, without
+    the topic-name entity type, is read then and the requests no longer name their topic."""
+    raw = json.loads(strip_comments((OWN / "DescribeQuorumRequest.json").read_text()))
+    topics = next(field for field in raw["fields"] if field["name"] == "Topics")
+    for field in topics["fields"]:
+        field.pop("entityType", None)
+    folder = tmp_path / "message"
+    folder.mkdir()
+    (folder / "DescribeQuorumRequest.json").write_text(json.dumps(raw))
+    capture = shipped_captures / "quorum_story.pcap"
+    before = [line for line in info_lines(capture, capsys) if "DescribeQuorum v2 Request" in line]
+    after = [line for line in info_lines(capture, capsys, "--schemas", str(folder))
+             if "DescribeQuorum v2 Request" in line]
+    assert before and all("topics=__cluster_metadata" in line for line in before)
+    assert len(after) == len(before) and not any("topics=" in line for line in after)
 
 
 def test_finding_kafka_python_does_not_import_it() -> None:

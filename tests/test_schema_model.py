@@ -7,6 +7,8 @@ import uuid
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kdissect.apis import APIS
 from kdissect.decode.schema import (
@@ -54,6 +56,37 @@ def test_comments_are_stripped_outside_strings_only() -> None:
            '  "other": "escaped \\" // still inside" // gone\n}'
     assert json.loads(strip_comments(text)) == {
         "about": "see http://kafka // not a comment", "other": 'escaped " // still inside'}
+
+
+def _strip_one_character_at_a_time(text: str) -> str:
+    """Comment removal spelled out as a scanner: the meaning `strip_comments` must keep."""
+    out, in_string, escaped, index = [], False, False, 0
+    while index < len(text):
+        char = text[index]
+        if escaped:
+            escaped = False
+        elif in_string:
+            escaped, in_string = char == "\\", char != '"'
+        elif text.startswith("//", index):
+            end = text.find("\n", index)
+            index = len(text) if end < 0 else end
+            continue
+        elif char == '"':
+            in_string = True
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+@given(st.text(alphabet='"\\/\na{} :', max_size=60))
+def test_comment_stripping_matches_a_character_scanner_on_any_text(text: str) -> None:
+    assert strip_comments(text) == _strip_one_character_at_a_time(text)
+
+
+def test_comment_stripping_keeps_unterminated_strings_and_final_comments() -> None:
+    assert strip_comments('{"a": "x // y\\') == '{"a": "x // y\\'
+    assert strip_comments('{"a": 1} // end') == '{"a": 1} '
+    assert strip_comments("a/b // c\n/") == "a/b \n/"
 
 
 def test_shipped_definitions_load_and_are_complete() -> None:

@@ -25,7 +25,8 @@ from kdissect.dissectors.summaries import (
     entity_walks,
 )
 from kdissect.pair.message import Message
-from kdissect.present.changes import SCOPE_NAMES, _state, body_state
+from kdissect.pipeline import read_messages
+from kdissect.present.changes import SCOPE_NAMES, ChangeMarker, _state, body_state
 from kdissect.present.fields import GENERATED_FIELDS, TreeBody, scoped_structs
 from kdissect.present.summary import body_plan
 from tests.every_message import count_passing
@@ -108,3 +109,30 @@ def test_error_paths_name_array_elements_and_nested_structs() -> None:
     found: list[tuple[str, int]] = []
     error_walk(plan.body)(metadata, lambda field, code, chain: found.append((chain_path(chain, field), code)))
     assert found == [("Topics[0].Partitions[1].ErrorCode", 6), ("Topics[1].Partitions[0].ErrorCode", 3)]
+
+
+def _marks_against_whole_tree_states(path: Path) -> int:
+    """Every response's change mark names the previous response (of its connection and API)
+    whose tree said something, and appears exactly when a place both name has moved."""
+    marker, previous, marked = ChangeMarker(), {}, 0
+    for message in read_messages(path):
+        mark = marker.marks(message)
+        if message.is_request:
+            assert mark == ""
+            continue
+        tree = None if message.pair is None else message_body(message.tree(keep=False))
+        state = {} if tree is None else _state(scoped_structs(TreeBody(tree)))
+        if not state:
+            assert mark == ""
+            continue
+        where = (message.frame.connection.index, message.api_key)
+        before = previous.get(where)
+        previous[where] = (message.number, state)
+        moved = before is not None and any(p in before[1] and before[1][p] != v for p, v in state.items())
+        assert mark.startswith(f" changed since #{before[0]}: ") if moved else mark == "", message.number
+        marked += moved
+    return marked
+
+
+def test_change_marks_name_the_previous_response_on_every_shipped_capture(shipped_captures: Path) -> None:
+    assert sum(_marks_against_whole_tree_states(path) for path in sorted(shipped_captures.glob("*.pcap"))) >= 3

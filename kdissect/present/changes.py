@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.decode.schema import message_plan
+from kdissect.decode.schema import message_plan, shipped_api_keys
 from kdissect.decode.tree import printable
 from kdissect.decode.walks import ScopeWalk, scope_walk
 from kdissect.pair.message import Message
-from kdissect.present.fields import body_api_keys, body_fields, scoped_structs
 
 _TOPIC = ("TopicName", "Name")
 _PARTITION = ("PartitionIndex", "PartitionId")
@@ -29,11 +28,14 @@ SCOPE_WANTED = frozenset({"LeaderId", "LeaderEpoch", "ProducerEpoch"})
 State = dict[tuple[Any, ...], tuple[Any, ...]]
 PARTITION_VALUES = ("leader", "epoch")
 PRODUCER_VALUES = ("producer epoch",)
+Rows = list[tuple[Any, ...]]  # what a scope walk lists: the values of `SCOPE_NAMES` per scope
 
 
 class ChangeMarker:
     def __init__(self) -> None:
-        self._previous: dict[tuple[int, int | None], tuple[int, State]] = {}
+        # per (connection, API): the previous response's number, state, and the scope walk's
+        # rows it was read from (None when read from the tree)
+        self._previous: dict[tuple[int, int | None], tuple[int, State, Rows | None]] = {}
         self._readings: dict[tuple[int | None, int | None], ScopeWalk | None] = {}
 
     def marks(self, message: Message) -> str:
@@ -44,23 +46,29 @@ class ChangeMarker:
         reading = self._readings.get(key, _UNSET)
         if reading is _UNSET:  # worked out once per API and version
             reading = self._readings[key] = _reading(message)
-        state = _read_state(message, reading)
-        if not state:
+        if reading is None:  # the plan has none of the fields: nothing to decode
             return ""
+        rows = _read_rows(message, reading)
         where = (message.frame.connection.index, message.api_key)
         previous = self._previous.get(where)
-        self._previous[where] = (message.number, state)
+        if rows is not None and previous is not None and rows == previous[2]:  # the same rows:
+            self._previous[where] = (message.number, previous[1], rows)    # the same state
+            return ""
+        state = _tree_state(message) if rows is None else _rows_state(rows)
+        if not state:
+            return ""
+        self._previous[where] = (message.number, state, rows)
         if previous is None:
             return ""
-        number, before = previous
-        if state == before:  # the common case: nothing moved
+        number, before, _ = previous
+        if state == before:  # nothing moved
             return ""
-        changes = [_change(place, before[place], now) for place, now in state.items()
-                   if place in before and before[place] != now]
-        if not changes:
+        moved = [place for place, now in state.items() if before.get(place, now) != now]
+        if not moved:
             return ""
-        more = f" (+{len(changes) - SHOWN} more)" if len(changes) > SHOWN else ""
-        return f" changed since #{number}: " + "; ".join(changes[:SHOWN]) + more
+        named = "; ".join(_change(place, before[place], state[place]) for place in moved[:SHOWN])
+        more = f" (+{len(moved) - SHOWN} more)" if len(moved) > SHOWN else ""
+        return f" changed since #{number}: {named}{more}"
 
 
 _UNSET: Any = object()
@@ -76,7 +84,7 @@ def _reading(message: Message) -> ScopeWalk | None:
     flat values, not at all (None: the definition has none of the fields), or `_from_tree`."""
     key, version = message.api_key, message.api_version
     plan = None if key is None or version is None else message_plan(key, version, message.kind)
-    if plan is None or key not in body_api_keys():
+    if plan is None or key not in shipped_api_keys():  # as `present.fields.body_api_keys`
         return _from_tree
     return scope_walk(plan.body, SCOPE_NAMES, SCOPE_WANTED)
 
@@ -91,19 +99,29 @@ def body_state(message: Message) -> State:
 def _read_state(message: Message, reading: ScopeWalk | None) -> State:
     if reading is None:  # the plan has none of the fields: nothing to decode
         return {}
+    rows = _read_rows(message, reading)
+    return _tree_state(message) if rows is None else _rows_state(rows)
+
+
+def _read_rows(message: Message, reading: ScopeWalk) -> Rows | None:
+    """The scope walk's rows of a body its generated decoder takes; None when only the tree can
+    say what it holds."""
     if reading is not _from_tree and message.pair is not None:
         values = message.fast_values(keep=True)  # `-i` reads the same body next
         if values is not None:
-            return _rows_state(reading(values))
-    return _tree_state(message)
+            return reading(values)
+    return None
 
 
 def _tree_state(message: Message) -> State:
+    # the filter fields, and the interpreter they read trees with, load only for such a body
+    from kdissect.present.fields import body_fields, scoped_structs
+
     body = body_fields(message, keep=True, into_records=False)
     return {} if body is None else _state(scoped_structs(body))
 
 
-def _rows_state(rows: list[tuple[Any, ...]]) -> State:
+def _rows_state(rows: Rows) -> State:
     """`_state` of the scopes a scope walk lists (`SCOPE_NAMES`, None where not in scope)."""
     state: State = {}
     for topic_name, name, index, partition_id, leader, epoch, producer, producer_epoch in rows:
@@ -137,8 +155,8 @@ def _first(scope: dict[str, Any], names: tuple[str, ...]) -> Any:
 def _change(where: tuple[Any, ...], before: tuple[Any, ...], now: tuple[Any, ...]) -> str:
     names = PARTITION_VALUES if len(where) == 2 else PRODUCER_VALUES
     parts = [f"{name} {old}->{new}" for name, old, new in zip(names, before, now, strict=True) if old != new]
-    topic, partition, *producer = where
+    topic, partition = where[0], where[1]
     place = f"{printable(str(topic))}:{partition}" if topic is not None else f"partition {partition}"
-    if producer:
-        place += f" producer {producer[0]}"
-    return " ".join(parts) + f" ({place})"
+    if len(where) > 2:
+        place += f" producer {where[2]}"
+    return f"{' '.join(parts)} ({place})"

@@ -26,7 +26,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from kdissect.decode.dissect import message_body
-from kdissect.decode.schema.loader import load_definitions
+from kdissect.decode.schema.loader import load_definitions, shipped_api_keys
 from kdissect.decode.schema.model import FieldSpec, MessageSpec
 from kdissect.decode.schema.plan import message_plan
 from kdissect.decode.tree import Node
@@ -281,10 +281,9 @@ def _struct_fields(spec: MessageSpec, name: str) -> tuple[FieldSpec, ...]:
         return ()
 
 
-@cache
 def body_api_keys() -> frozenset[int]:
-    """API keys whose bodies are decoded field by field."""
-    return frozenset(s.api_key for s in load_definitions() if s.api_key is not None)
+    """API keys whose bodies are decoded field by field (known without parsing a definition)."""
+    return shipped_api_keys()
 
 
 # -- body fields: reading values ---------------------------------------------------

@@ -44,7 +44,8 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
         number += " " + str(frame.last_packet).rjust(7)
     when = when.rjust(12)
     if body_info:
-        text = f"{number} {when} {_route(message)} corr={correlation}"
+        route = _ROUTES.get((id(frame.connection), message.is_request, message.api_key, message.api_version, None))
+        text = f"{number} {when} {(route or _route_parts(message, None))[1]} corr={correlation}"
         if frame.connection.tls:
             text += " [tls]"
         details = info(message, body_info=True)
@@ -81,11 +82,6 @@ _ROUTES: dict[tuple[int, bool, int | None, int | None, str | None], tuple[object
 _MAX_ROUTES = 65536
 
 
-def _route(message: Message) -> str:
-    """`src -> dst API vN Request`, cached per connection, direction and API version."""
-    return _route_parts(message, None)[1]
-
-
 def _route_parts(message: Message, client_id: str | None) -> tuple[object, str, str]:
     """(the connection, `src -> dst API vN Request`, what follows the correlation id: ` [tls]`
     and ` client=ID`), cached per connection, direction, API version and client id."""
@@ -120,7 +116,7 @@ def info(message: Message, *, body_info: bool = False) -> str:
     parts = []
     body = message.values() if body_info else None
     if body is not None:
-        parts = _body_reader(message, body_plan(message)).read(body)
+        parts = _version_reader(message).read(body)
     request = message if message.is_request else message._pair
     client_id = None if request is None else request.client_id
     if client_id:
@@ -217,6 +213,21 @@ def _shown(label: str, names: list[str]) -> str:
 
 
 _READERS: dict[tuple[int, int | None, bool], tuple[StructPlan | None, _BodyReader]] = {}
+# The reader of each (API, version, direction) met; emptied when the definitions change.
+_VERSION_READERS: dict[tuple[int | None, int | None, bool], _BodyReader] = {}
+_MAX_VERSION_READERS = 4096  # the wire may name any API and version
+
+
+def _version_reader(message: Message) -> _BodyReader:
+    """`_body_reader` of the message's body plan, found by one lookup of its API and version."""
+    key = (message.api_key, message.api_version, message.is_request)
+    reader = _VERSION_READERS.get(key)
+    if reader is None:
+        reader = _body_reader(message, body_plan(message))
+        if len(_VERSION_READERS) >= _MAX_VERSION_READERS:
+            _VERSION_READERS.clear()
+        _VERSION_READERS[key] = reader
+    return reader
 
 
 def _body_reader(message: Message, plan: StructPlan | None) -> _BodyReader:
@@ -261,8 +272,9 @@ def body_plan(message: Message) -> StructPlan | None:
 
 @functools.cache
 def _message_plan() -> Callable[[int, int, str], MessagePlan | None]:
-    from kdissect.decode.schema import message_plan
+    from kdissect.decode.schema import message_plan, on_sources_change
 
+    on_sources_change(_VERSION_READERS.clear)  # new definitions: new plans, new readers
     return message_plan
 
 

@@ -22,6 +22,7 @@ from kdissect.decode.schema.loader import (
     parse_definition,
     resolve,
     set_sources,
+    shipped_api_keys,
     strip_comments,
 )
 from kdissect.decode.schema.model import (
@@ -89,5 +90,6 @@ __all__ = [
     "project_source",
     "resolve",
     "set_sources",
+    "shipped_api_keys",
     "strip_comments",
 ]

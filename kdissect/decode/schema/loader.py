@@ -43,25 +43,20 @@ class Resolved:
 
 def strip_comments(text: str) -> str:
     """Remove `//` comments that start outside a JSON string, keeping line breaks."""
-    out: list[str] = []
-    in_string = escaped = False
+    kept: list[str] = []
     index = 0
     while index < len(text):
-        char = text[index]
-        if escaped:
-            escaped = False
-        elif in_string:
-            escaped = char == "\\"
-            in_string = char != '"'
-        elif char == '"':
-            in_string = True
-        elif text.startswith("//", index):
-            end = text.find("\n", index)
-            index = len(text) if end < 0 else end
-            continue
-        out.append(char)
-        index += 1
-    return "".join(out)
+        found = _UP_TO_COMMENT.match(text, index)
+        assert found is not None  # the pattern matches the empty text
+        kept.append(text[index : found.end()])
+        line_end = text.find("\n", found.end())  # a comment runs to its line's end, which stays
+        index = len(text) if line_end < 0 else line_end
+    return "".join(kept)
+
+
+# Text up to the next comment: JSON strings (to the end when unterminated), runs of other
+# characters, and slashes not followed by a slash.
+_UP_TO_COMMENT = re.compile(r'(?:"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[^"/]+|/(?!/))*', re.DOTALL)
 
 
 def parse_definition(text: str, source: str) -> MessageSpec:
@@ -192,6 +187,13 @@ def header_spec(kind: str) -> MessageSpec:
     if spec is None:
         raise SchemaError(f"no {name} definition shipped")
     return spec
+
+
+@functools.cache
+def shipped_api_keys() -> frozenset[int]:
+    """API keys the project's own files define a request or response of (by file name, nothing parsed)."""
+    names = set(project_source().names())
+    return frozenset(k for k, api in APIS.items() if {f"{api.name}Request", f"{api.name}Response"} & names)
 
 
 @functools.cache
