@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import codecs
-import math
 import re
-import uuid
 from typing import Any
 
 import orjson
@@ -15,6 +13,12 @@ from kdissect.decode.tree import Node
 from kdissect.ingest.net import format_address
 from kdissect.notes import Note
 from kdissect.pair.message import Message
+from kdissect.present.json_text import (
+    json_value,
+    message_tree_json,
+    rows_records,
+    rows_records_about,
+)
 
 # The columns of a message record, in order; `tree` is added by JSON output.
 MESSAGE_COLUMNS = (
@@ -97,40 +101,7 @@ def tree_record(node: Node, *, about: bool = True) -> dict[str, Any]:
 
 def rows_record(row: Row, *, about: bool = True) -> dict[str, Any]:
     """The same record as `tree_record`, from a tree laid out as rows (which carry no notes)."""
-    return (_rows_records_about if about else _rows_records)([row])[0]
-
-
-# Most rows are leaves: each list of children is one call, its leaves made inline. The
-# two loops differ only in `about`, placed before `children`: one loop with a test per
-# row would cost every JSON line, and `about` is rarely asked for.
-
-
-def _rows_records(rows: list[Row]) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    append = records.append
-    for name, kind, value, display, offset, size, _, children, generated in rows:
-        if value is not None and type(value) is not int and type(value) is not str:
-            value = json_value(value)
-        record = {"name": name, "type": kind, "value": value, "display": display, "offset": offset, "size": size,
-                  "children": _rows_records(children) if children else []}
-        if generated:
-            record["generated"] = True
-        append(record)
-    return records
-
-
-def _rows_records_about(rows: list[Row]) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    append = records.append
-    for name, kind, value, display, offset, size, about, children, generated in rows:
-        if value is not None and type(value) is not int and type(value) is not str:
-            value = json_value(value)
-        record = {"name": name, "type": kind, "value": value, "display": display, "offset": offset, "size": size,
-                  "about": about, "children": _rows_records_about(children) if children else []}
-        if generated:
-            record["generated"] = True
-        append(record)
-    return records
+    return (rows_records_about if about else rows_records)([row])[0]
 
 
 def message_tree_record(message: Message, *, about: bool = False) -> dict[str, Any]:
@@ -142,12 +113,16 @@ def message_tree_record(message: Message, *, about: bool = False) -> dict[str, A
 def message_json(message: Message, *, about: bool = False) -> str:
     """One message with its whole tree as one line of JSON (ASCII: wire text is escaped)."""
     record = message_record(message)
-    record["tree"] = message_tree_record(message, about=about)
+    tree = None if about else message_tree_json(message)  # an ordinary body: written at once
+    if tree is None:
+        record["tree"] = message_tree_record(message, about=about)
     time, record["time"] = record["time"], 0
     text: str = orjson.dumps(record).decode()
     # `time` is the exact decimal of the capture's nanoseconds (a JSON number; a float
     # would round it). `number` and `frame` come first, so the first "time" is this one.
     text = text.replace('"time":0', f'"time":{time.exact()}', 1)
+    if tree is not None:
+        text = f'{text[:-1]},"tree":{tree}}}'
     return ascii_json(text)
 
 
@@ -179,14 +154,5 @@ _JSON_ESCAPES = "kdissect-json-escapes"
 codecs.register_error(_JSON_ESCAPES, _json_escapes)
 
 
-def json_value(value: Any) -> Any:
-    """A decoded value as JSON: UUIDs canonical, bytes as hex, non-finite floats as text."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).hex()
-    return str(value)
+__all__ = ["MESSAGE_COLUMNS", "CaptureTime", "ascii_json", "json_value", "message_json", "message_record",
+           "message_tree_record", "note_record", "rows_record", "tree_record"]

@@ -1,0 +1,605 @@
+"""A message's tree as JSON text, written straight from its body's flat values.
+
+`-T json` and `-T jsonl` write every node of every tree. Laying the tree out as
+rows, turning each row into a dict and the dicts into text costs three objects
+per node; here a body the fast path decoded is written as text at once: per
+struct plan a generated function writes its fields (names, types and the JSON
+around them pre-serialized), record batches are written from their decoded
+values by one routine, and anything unusual (tagged fields present, values the
+API's meaning computes, legacy messages, float fields) is written from its rows
+exactly as before. A body this module does not take gives None, and the caller
+writes the tree the usual way, so the text is byte for byte what
+`orjson.dumps(rows_record(rows, about=False))` writes (a test compares them on
+every message of every capture).
+
+Wire text is written as it is (not yet ASCII): the caller escapes the whole line.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from kdissect.apis import APIS, request_header_version, response_header_version
+from kdissect.decode import record_nodes
+from kdissect.decode import records as rec
+from kdissect.decode.dissect import message_name
+from kdissect.decode.generated import struct_decoder
+from kdissect.decode.interpreter import hex_display
+from kdissect.decode.record_nodes import (
+    BATCH_FIELDS,
+    attribute_bits,
+    attributes_display,
+    batch_display,
+    count_text,
+    timestamp_display,
+    value_display,
+)
+from kdissect.decode.record_rows import clean_entry, legacy_message_row, undecoded_row
+from kdissect.decode.rows import Row, tagged_fields_row, uvarint_size
+from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
+from kdissect.decode.tree import printable
+from kdissect.decode.values import Values
+from kdissect.dissectors import SCHEMA_DISPLAYS, Display
+from kdissect.dissectors.registry import dissector
+from kdissect.pair.message import Message
+
+_dumps = orjson.dumps
+
+
+def json_value(value: Any) -> Any:
+    """A decoded value as JSON: UUIDs canonical, bytes as hex, non-finite floats as text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    return str(value)
+
+
+# -- rows as JSON-ready dicts (the general way, and the fallback of the text writer) ------
+# Most rows are leaves: each list of children is one call, its leaves made inline. The
+# two loops differ only in `about`, placed before `children`: one loop with a test per
+# row would cost every JSON line, and `about` is rarely asked for.
+
+
+def rows_records(rows: list[Row]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    append = records.append
+    for name, kind, value, display, offset, size, _, children, generated in rows:
+        if value is not None and type(value) is not int and type(value) is not str:
+            value = json_value(value)
+        record = {"name": name, "type": kind, "value": value, "display": display, "offset": offset, "size": size,
+                  "children": rows_records(children) if children else []}
+        if generated:
+            record["generated"] = True
+        append(record)
+    return records
+
+
+def rows_records_about(rows: list[Row]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    append = records.append
+    for name, kind, value, display, offset, size, about, children, generated in rows:
+        if value is not None and type(value) is not int and type(value) is not str:
+            value = json_value(value)
+        record = {"name": name, "type": kind, "value": value, "display": display, "offset": offset, "size": size,
+                  "about": about, "children": rows_records_about(children) if children else []}
+        if generated:
+            record["generated"] = True
+        append(record)
+    return records
+
+
+def row_json(row: Row) -> str:
+    """One row (with its subtree) as JSON text, without `about`: the writer's fallback."""
+    return _dumps(rows_records([row])).decode()[1:-1]
+
+
+# -- the text writer -----------------------------------------------------------------------
+
+
+class _NotWritten(Exception):
+    """Something only the rows or the tree say right: the message is written the usual way."""
+
+
+def message_tree_json(message: Message) -> str | None:
+    """The JSON text of the message's tree without `about`s (what `message_tree_record`
+    gives, dumped); None when the body is not written here."""
+    key, version, kind = message.api_key, message.api_version, message.kind
+    if key is None or version is None or message._tree is not None:
+        return None
+    if not message.is_request and message.pair is None:
+        return None
+    plan = message_plan(key, version, kind)
+    if plan is None:
+        return None
+    values = message.fast_values(keep=False)
+    if values is None:
+        return None
+    try:
+        return _message_json(message.frame.data, kind, key, version, plan.body, values)
+    except Exception:  # whatever it is, the usual way writes it or says so
+        return None
+
+
+def _message_json(data: bytes, kind: str, api_key: int, version: int, body_plan: StructPlan,
+                  body: Values) -> str | None:
+    meaning = dissector(api_key)
+    displays: Mapping[str, Display] = _NO_DISPLAYS
+    if meaning is not None and kind == "response":
+        if meaning.response_generated_values(body):
+            return None  # values computed from others sit between fields: the rows place them
+        displays = meaning.response_displays
+    header = _header_json(data, kind, api_key, version)
+    if header is None:
+        return None
+    header_text, header_end = header
+    writer = _Writer(data, displays)
+    children, _ = writer.struct(body_plan, displays)(body, header_end, writer)
+    size = len(data) - 4
+    return (f'{{"name":{_string(message_name(api_key, kind))},"type":"message","value":null,'
+            f'"display":"v{version}","offset":0,"size":{len(data)},"children":['
+            f'{{"name":"Frame","type":"frame","value":null,"display":"","offset":0,"size":4,"children":['
+            f'{{"name":"size","type":"int32","value":{size},"display":"{size}","offset":0,"size":4,'
+            f'"children":[]}}]}},{header_text},'
+            f'{{"name":{_string(body_plan.name)},"type":"struct","value":null,"display":"","offset":{header_end},'
+            f'"size":{len(data) - header_end},"children":[{",".join(children)}]}}]}}')
+
+
+_HEADER_NAME = {"request": "RequestHeader", "response": "ResponseHeader"}
+
+
+def _header_json(data: bytes, kind: str, api_key: int, version: int) -> tuple[str, int] | None:
+    header_version = (request_header_version if kind == "request" else response_header_version)(api_key, version)
+    header_struct = header_plan(kind, header_version).body
+    decoder = struct_decoder(header_struct)
+    if decoder is None:
+        return None
+    values, end = decoder(data, 4, len(data))
+    writer = _Writer(data, _NO_DISPLAYS)
+    children, _ = writer.struct(header_struct, _NO_DISPLAYS)(values, 4, writer)
+    if kind == "request":
+        first = header_struct.fields[0]
+        value = values[first.name]
+        api = APIS.get(value)
+        shown = f"{value} ({api.name if api else 'unknown API'})"
+        children[0] = (f'{{"name":{_string(first.name)},"type":{_string(first.label)},"value":{value},'
+                       f'"display":{_string(shown)},"offset":4,"size":{first.codec.size},"children":[]}}')
+    return (f'{{"name":"{_HEADER_NAME[kind]}","type":"header","value":null,"display":"v{header_version}",'
+            f'"offset":4,"size":{end - 4},"children":[{",".join(children)}]}}'), end
+
+
+def _string(text: str) -> str:
+    """A JSON string as orjson writes it (wire text stays as it is; the line is escaped later)."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return _dumps(text).decode()
+
+
+class _Quoted(dict[str, str]):
+    """Constant texts (types, names) as JSON strings, each written once."""
+
+    def __missing__(self, text: str) -> str:
+        quoted = self[text] = _string(text)
+        return quoted
+
+
+_QUOTED = _Quoted()
+
+
+def _node(name: str, kind: str, value: str, display: str, offset: int, size: int, children: str = "") -> str:
+    """One node's JSON from its parts already written as JSON (`children` without brackets)."""
+    return (f'{{"name":{name},"type":{kind},"value":{value},"display":{display},"offset":{offset},'
+            f'"size":{size},"children":[{children}]}}')
+
+
+def _quoted_display(text: str, form: str) -> str:
+    """The JSON of `"text" form`, the display of a string field."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"\\"{text}\\" {form}"'
+    return _string(f'"{printable(text)}" {form}')
+
+
+StructWriter = Callable[[Values, int, "_Writer"], tuple[list[str], int]]
+_NO_DISPLAYS: Mapping[str, Display] = {}
+
+
+class _Writer:
+    """JSON text of one body's fields; integer displays by field name (the API's rules)."""
+
+    def __init__(self, data: bytes, displays: Mapping[str, Display]) -> None:
+        self.data = data  # the frame, for tagged fields and record batches
+        self.displays = displays
+
+    def struct(self, plan: StructPlan, displays: Mapping[str, Display]) -> StructWriter:
+        found = _WRITERS.get((id(plan), id(displays)))
+        if found is None or found[0] is not plan or found[1] is not displays:
+            found = _WRITERS[(id(plan), id(displays))] = (plan, displays, _compile_struct(plan, displays))
+        return found[2]
+
+    def field(self, f: FieldPlan, name: str, value: Any, pos: int) -> tuple[str, int]:
+        """A field that is not a fixed-size integer of a struct: (its JSON, its size)."""
+        kind = f.kind
+        if kind is Kind.STRING or kind is Kind.BYTES:
+            return _length_prefixed(f, name, value, pos)
+        if kind is Kind.ARRAY:
+            return self.array(f, name, value, pos)
+        if kind is Kind.STRUCT:
+            return self.nested(f, name, value, pos)
+        if kind is Kind.BOOL:
+            shown = '"true"' if value else '"false"'
+            return _node(name, _QUOTED[f.label], _dumps(json_value(value)).decode(), shown, pos, 1), 1
+        if kind is Kind.UUID:
+            return _node(name, _QUOTED[f.label], _dumps(json_value(value)).decode(), _string(str(value)), pos,
+                         16), 16
+        if kind is Kind.RECORDS:
+            return self.records(f, name, value, pos)
+        raise _NotWritten(kind)  # integers outside structs' fixed runs, floats: the rows
+
+    def array(self, f: FieldPlan, name: str, value: list[Any] | None, pos: int) -> tuple[str, int]:
+        count = None if value is None else len(value)
+        if f.compact:
+            wire = 0 if count is None else count + 1
+            end = pos + uvarint_size(wire)
+            parts = [f'{{"name":"length","type":"uvarint","value":{wire},"display":"{wire} (compact, n+1)",'
+                     f'"offset":{pos},"size":{end - pos},"children":[]}}']
+        else:
+            wire = -1 if count is None else count
+            end = pos + 4
+            parts = [f'{{"name":"length","type":"int32","value":{wire},"display":"{wire}","offset":{pos},'
+                     f'"size":4,"children":[]}}']
+        if value is not None:
+            element = f.element
+            assert element is not None
+            names = _element_names(element.label, len(value))
+            append = parts.append
+            if element.kind is Kind.INTEGER:  # arrays of ids and offsets: inline
+                size = element.codec.size
+                label = _QUOTED[element.label]
+                for name_at, item in zip(names, value):  # noqa: B905 (names may be longer)
+                    append(f'{{"name":{name_at},"type":{label},"value":{item},"display":"{item}",'
+                           f'"offset":{end},"size":{size},"children":[]}}')
+                    end += size
+            else:
+                read = self.nested if element.kind is Kind.STRUCT else self.field
+                for name_at, item in zip(names, value):  # noqa: B905 (names may be longer)
+                    text, size = read(element, name_at, item, end)
+                    append(text)
+                    end += size
+        if count is None:
+            shown, display = "null", '"null"'
+        else:
+            shown, display = str(count), ('"1 element"' if count == 1 else f'"{count} elements"')
+        return _node(name, _QUOTED[f.label], shown, display, pos, end - pos, ",".join(parts)), end - pos
+
+    def nested(self, f: FieldPlan, name: str, value: Values | None, pos: int) -> tuple[str, int]:
+        assert f.struct is not None
+        label = _QUOTED[f.label]
+        if not f.nullable:
+            children, end = self.struct(f.struct, self.displays)(value or {}, pos, self)
+            return _node(name, label, "null", '"struct"', pos, end - pos, ",".join(children)), end - pos
+        if value is None:
+            presence = _node('"presence"', '"int8"', "-1", '"-1 (null)"', pos, 1)
+            return _node(name, label, "null", '"null"', pos, 1, presence), 1
+        presence = _node('"presence"', '"int8"', "1", '"1 (present)"', pos, 1)
+        children, end = self.struct(f.struct, self.displays)(value, pos + 1, self)
+        return _node(name, label, "null", '"struct"', pos, end - pos, ",".join([presence, *children])), end - pos
+
+    def tagged_fields(self, plan: StructPlan, pos: int) -> tuple[str, int]:
+        row = tagged_fields_row(self.data, self.displays, plan, pos)
+        return row_json(row), row[5]
+
+    def records(self, f: FieldPlan, name: str, value: bytes | None, pos: int) -> tuple[str, int]:
+        """A `records` field: its length prefix, then its batches."""
+        if value is None:
+            return _length_prefixed(f, name, value, pos)
+        length = len(value)
+        if f.compact:
+            prefix = uvarint_size(length + 1)
+            length_text = (f'{{"name":"length","type":"uvarint","value":{length + 1},'
+                           f'"display":"{length + 1} (compact, len+1)","offset":{pos},"size":{prefix},"children":[]}}')
+            form = f"(compact, len+1={length + 1})"
+        else:
+            prefix = 4
+            length_text = (f'{{"name":"length","type":"int32","value":{length},"display":"{length}",'
+                           f'"offset":{pos},"size":4,"children":[]}}')
+            form = f"(int32 len={length})"
+        start = pos + prefix
+        entries = entries_json(self.data, start, start + length)
+        count = len(entries)
+        display = f'"{length} bytes, {count} batch{"" if count == 1 else "es"} {form}"'
+        return _node(name, _QUOTED[f.label], f'"{value.hex()}"', display, pos, prefix + length,
+                     ",".join([length_text, *entries])), prefix + length
+
+
+_WRITERS: dict[tuple[int, int], tuple[StructPlan, Any, StructWriter]] = {}
+
+
+def _compile_struct(plan: StructPlan, displays: Mapping[str, Display]) -> StructWriter:
+    """A function writing the struct's fields from `pos`: (their JSON texts, the struct's end).
+
+    Fixed-size integers are written inline from constants; every other field by the writer."""
+    env: dict[str, Any] = {"_string": _string}
+    lines = ["def write(values, pos, w):", "    c = []", "    a = c.append"]
+    for index, field in enumerate(plan.fields):
+        name = f"N{index}"
+        env[name] = _dumps(field.name).decode()
+        env[f"F{index}"] = field
+        size = field.codec.size if field.kind is Kind.INTEGER else 0
+        if not size:
+            lines += [f"    t, s = w.field(F{index}, N{index}, values[{field.name!r}], pos)", "    a(t)",
+                      "    pos += s"]
+            continue
+        rule = displays.get(field.name) if displays else None
+        if rule is None and field.meaning is not None:  # what the schema says it is
+            rule = SCHEMA_DISPLAYS[field.meaning]
+        env[f"H{index}"] = f'{{"name":{env[name]},"type":{_dumps(field.label).decode()},"value":'
+        env[f"T{index}"] = f',"size":{size},"children":[]}}'
+        lines.append(f"    v = values[{field.name!r}]")
+        if rule is None:
+            lines.append(f'    a(f"{{H{index}}}{{v}}{{D}}{{v}}{{O}}{{pos}}{{T{index}}}")')
+        else:
+            env[f"R{index}"] = rule
+            lines += [f"    d = R{index}(v)",
+                      f'    a(f"{{H{index}}}{{v}}{{DQ}}{{_string(str(v) if d is None else d)}}{{OQ}}{{pos}}{{T{index}}}")']
+        lines.append(f"    pos += {size}")
+    if plan.flexible:
+        env["PLAN"] = plan
+        lines += ["    if w.data[pos]:", "        t, s = w.tagged_fields(PLAN, pos)", "        a(t)", "        pos += s",
+                  "    else:", '        a(f"{TG}{pos}{TGT}")', "        pos += 1"]
+    lines.append("    return c, pos")
+    env.update(D=',"display":"', O='","offset":', DQ=',"display":', OQ=',"offset":',
+               TG='{"name":"tagged_fields","type":"uvarint","value":0,"display":"0","offset":',
+               TGT=',"size":1,"children":[]}')
+    exec("\n".join(lines), env)  # source made above from the plan's names
+    writer: StructWriter = env["write"]
+    return writer
+
+
+def _element_names(label: str, count: int) -> list[str]:
+    """`"label[0]"`, `"label[1]"`, ... as JSON for at least `count` elements."""
+    names = _ELEMENT_NAMES.get(label)
+    if names is None:
+        names = _ELEMENT_NAMES[label] = []
+    if len(names) < count:
+        if count > 4096:
+            return [_string(f"{label}[{index}]") for index in range(count)]
+        names.extend(_string(f"{label}[{index}]") for index in range(len(names), count))
+    return names
+
+
+_ELEMENT_NAMES: dict[str, list[str]] = {}
+
+
+def _length_prefixed(f: FieldPlan, name: str, value: Any, pos: int) -> tuple[str, int]:
+    is_string = f.kind is Kind.STRING
+    label = _QUOTED[f.label]
+    if value is None:
+        if f.compact:
+            return _node(name, label, "null", '"null (compact, len+1=0)"', pos, 1), 1
+        width = 2 if is_string else 4
+        return _node(name, label, "null", f'"null (int{width * 8} len=-1)"', pos, width), width
+    length = len(value) if not is_string or value.isascii() else len(value.encode())
+    if f.compact:
+        prefix = uvarint_size(length + 1)
+        form = f"(compact, len+1={length + 1})"
+    else:
+        prefix = 2 if is_string else 4
+        form = f"(int{prefix * 8} len={length})"
+    if is_string:
+        text, display = _string(value), _quoted_display(value, form)
+    else:
+        text, display = f'"{bytes(value).hex()}"', _string(f"{hex_display(value)} {form}")
+    return _node(name, label, text, display, pos, prefix + length), prefix + length
+
+
+# -- record batches --------------------------------------------------------------------------
+
+
+def entries_json(data: bytes, start: int, end: int) -> list[str]:
+    """The entries of the `records` content data[start:end] as JSON texts, as `entries_rows`
+    lays them out; raises `_NotWritten` when one is not a clean batch or message."""
+    entries = rec.decode_records(data, start, end, max_decompressed=rec.MAX_DECOMPRESSED_BYTES)
+    texts: list[str] = []
+    for index, entry in enumerate(entries):
+        if not clean_entry(entry):
+            raise _NotWritten("record batches with notes")
+        if isinstance(entry, rec.RecordBatch):
+            texts.append(_batch_json(entry, data, index))
+        else:
+            assert isinstance(entry, rec.LegacyMessage)
+            texts.append(row_json(legacy_message_row(entry, data, f"Message[{index}]")))
+    return texts
+
+
+def _batch_json(batch: rec.RecordBatch, data: bytes, index: int) -> str:
+    """A magic 2 batch as `record_rows` lays it out: its header field by field, then its records."""
+    pos = batch.position
+    at = pos + 17  # the CRC, then the attributes at 21
+    header = (
+        f'{{"name":"baseOffset","type":"int64","value":{batch.base_offset},"display":"{batch.base_offset}",'
+        f'"offset":{pos},"size":8,"children":[]}},'
+        f'{{"name":"batchLength","type":"int32","value":{batch.batch_length},"display":"{batch.batch_length}",'
+        f'"offset":{pos + 8},"size":4,"children":[]}},'
+        f'{{"name":"partitionLeaderEpoch","type":"int32","value":{batch.partition_leader_epoch},'
+        f'"display":"{batch.partition_leader_epoch}","offset":{pos + 12},"size":4,"children":[]}},'
+        f'{{"name":"magic","type":"int8","value":{batch.magic},"display":"{batch.magic}","offset":{pos + 16},'
+        f'"size":1,"children":[]}},'
+        f'{{"name":"crc","type":"uint32","value":{batch.crc},"display":"0x{batch.crc:08x} (correct)",'
+        f'"offset":{at},"size":4,"children":[]}},'
+        f'{{"name":"attributes","type":"int16","value":{batch.attributes},'
+        f'"display":{_string(attributes_display(batch))},"offset":{at + 4},"size":2,'
+        f'"children":[{_attribute_bits(batch, at + 4)}]}},'
+        f'{{"name":"lastOffsetDelta","type":"int32","value":{batch.last_offset_delta},'
+        f'"display":"{batch.last_offset_delta}","offset":{at + 6},"size":4,"children":[]}},'
+        f'{{"name":"baseTimestamp","type":"int64","value":{batch.base_timestamp},'
+        f'"display":{_timestamp(batch.base_timestamp)},"offset":{at + 10},"size":8,"children":[]}},'
+        f'{{"name":"maxTimestamp","type":"int64","value":{batch.max_timestamp},'
+        f'"display":{_timestamp(batch.max_timestamp)},"offset":{at + 18},"size":8,"children":[]}},'
+        f'{{"name":"producerId","type":"int64","value":{batch.producer_id},"display":"{batch.producer_id}",'
+        f'"offset":{at + 26},"size":8,"children":[]}},'
+        f'{{"name":"producerEpoch","type":"int16","value":{batch.producer_epoch},'
+        f'"display":"{batch.producer_epoch}","offset":{at + 34},"size":2,"children":[]}},'
+        f'{{"name":"baseSequence","type":"int32","value":{batch.base_sequence},"display":"{batch.base_sequence}",'
+        f'"offset":{at + 36},"size":4,"children":[]}},'
+        f'{{"name":"recordCount","type":"int32","value":{batch.record_count},"display":"{batch.record_count}",'
+        f'"offset":{at + 40},"size":4,"children":[]}}')
+    records = _batch_records_json(batch, data, at + 44)
+    return _node(f'"RecordBatch[{index}]"', '"RecordBatch"', "null", _string(batch_display(batch)), pos,
+                 batch.size, f"{header},{records}")
+
+
+# The batch header `_batch_json` writes, as `record_rows` lays it out (a test compares them).
+assert [(name, kind, size) for name, kind, size, _ in BATCH_FIELDS] == [
+    ("baseOffset", "int64", 8), ("batchLength", "int32", 4), ("partitionLeaderEpoch", "int32", 4),
+    ("magic", "int8", 1), ("crc", "uint32", 4), ("attributes", "int16", 2), ("lastOffsetDelta", "int32", 4),
+    ("baseTimestamp", "int64", 8), ("maxTimestamp", "int64", 8), ("producerId", "int64", 8),
+    ("producerEpoch", "int16", 2), ("baseSequence", "int32", 4), ("recordCount", "int32", 4)]
+
+
+def _attribute_bits(batch: rec.RecordBatch, at: int) -> str:
+    """The generated attribute bits' JSON (they all sit at the attributes, `at`)."""
+    bits = attribute_bits(batch)
+    key = tuple(value for _, _, value, _ in bits)
+    template = _ATTRIBUTE_BITS.get(key)
+    if template is None:
+        texts = []
+        for name, kind, value, _ in bits:
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            texts.append(f'{{"name":{_string(name)},"type":{_string(kind)},"value":{_dumps(value).decode()},'
+                         f'"display":{_string(shown)},"offset":\x00,"size":0,"children":[],"generated":true}}')
+        template = _ATTRIBUTE_BITS[key] = ",".join(texts)
+    return template.replace("\x00", str(at))
+
+
+_ATTRIBUTE_BITS: dict[tuple[object, ...], str] = {}
+
+
+def _batch_records_json(batch: rec.RecordBatch, data: bytes, pos: int) -> str:
+    end = batch.position + batch.size
+    count = len(batch.records)
+    if batch.compression == "none" or batch.attributes & 0x07 == 0:
+        return _node('"records"', '"[]Record"', str(count), _records_count(count), pos, end - pos,
+                     _records_json(batch, data, pos, end))
+    raw = data[pos:end]
+    display = f"{len(raw)} bytes of {batch.compression} data"
+    children = ""
+    if batch.decompressed is not None:
+        body = batch.decompressed
+        display += f", {len(body)} bytes decompressed"
+        children = (_node('"decompressed"', '"[]Record"', str(count), _records_count(count), 0, len(body),
+                          _records_json(batch, body, 0, len(body)))[:-1] + ',"generated":true}')
+    return _node('"records"', '"bytes"', f'"{raw.hex()}"', _string(display), pos, end - pos, children)
+
+
+def _records_json(batch: rec.RecordBatch, body: bytes, start: int, end: int) -> str:
+    log_append = batch.timestamp_type == "LogAppendTime"
+    texts = [_record_json(record, index, log_append) for index, record in enumerate(batch.records)]
+    if batch.records_end < end:
+        texts.append(row_json(undecoded_row(body, batch.records_end, end)))
+    return ",".join(texts)
+
+
+def _record_json(record: rec.Record, index: int, log_append: bool) -> str:
+    b = record.bounds
+    position = record.position
+    key, value = record.key, record.value
+    key_shown, value_shown = _value_display(key), _value_display(value)
+    parts = [
+        f'{{"name":"length","type":"varint","value":{record.length},"display":"{record.length}",'
+        f'"offset":{position},"size":{b[0] - position},"children":[]}},'
+        f'{{"name":"attributes","type":"int8","value":{record.attributes},"display":"{record.attributes}",'
+        f'"offset":{b[0]},"size":1,"children":[]}},'
+        f'{{"name":"timestampDelta","type":"varlong","value":{record.timestamp_delta},'
+        f'"display":"{record.timestamp_delta}","offset":{b[1]},"size":{b[2] - b[1]},"children":[]}},'
+        f'{{"name":"timestamp","type":"int64","value":{record.timestamp},'
+        f'"display":{_timestamp(record.timestamp)},"offset":{b[2]},"size":0,"children":[],"generated":true}},'
+        f'{{"name":"offsetDelta","type":"varint","value":{record.offset_delta},"display":"{record.offset_delta}",'
+        f'"offset":{b[2]},"size":{b[3] - b[2]},"children":[]}},'
+        f'{{"name":"offset","type":"int64","value":{record.offset},"display":"{record.offset}",'
+        f'"offset":{b[3]},"size":0,"children":[],"generated":true}}',
+        _bytes_json("key", record.key_length, key, key_shown, b[3], b[4], b[5]),
+        _bytes_json("value", record.value_length, value, value_shown, b[5], b[6], b[7]),
+    ]
+    control = record.control
+    if control is not None:
+        parts.append(_generated("controlType", "int16", control.type, b[7], f"{control.type} ({control.name})"))
+        if control.coordinator_epoch is not None:
+            parts.append(_generated("coordinatorEpoch", "int32", control.coordinator_epoch, b[7],
+                                    str(control.coordinator_epoch)))
+        display = f"offset {record.offset}, {control.name} marker"
+    else:
+        display = f"offset {record.offset}, key {key_shown}, value {value_shown}"
+    parts.append(_headers_json(record, b[7], b[8]))
+    return _node(f'"Record[{index}]"', '"Record"', "null", _string(display), position, record.size,
+                 ",".join(parts))
+
+
+def _records_count(count: int) -> str:
+    return '"1 record"' if count == 1 else f'"{count} records"'
+
+
+def _generated(name: str, kind: str, value: int, at: int, shown: str) -> str:
+    return (f'{{"name":"{name}","type":"{kind}","value":{value},"display":{_string(shown)},"offset":{at},'
+            f'"size":0,"children":[],"generated":true}}')
+
+
+def _bytes_json(name: str, length: int, value: bytes | None, shown: str, pos: int, content: int,
+                end: int) -> str:
+    text = (f'{{"name":"{name}Length","type":"varint","value":{length},'
+            f'"display":"{"-1 (null)" if length < 0 else length}","offset":{pos},"size":{content - pos},'
+            f'"children":[]}}')
+    if value is None:
+        return text
+    return (f'{text},{{"name":"{name}","type":"bytes","value":"{value.hex()}","display":{_string(shown)},'
+            f'"offset":{content},"size":{end - content},"children":[]}}')
+
+
+def _headers_json(record: rec.Record, pos: int, count_end: int) -> str:
+    headers = record.headers
+    count = len(headers)
+    end = headers[-1].bounds[3] if headers else count_end
+    parts = [f'{{"name":"length","type":"varint","value":{count},"display":"{count}","offset":{pos},'
+             f'"size":{count_end - pos},"children":[]}}']
+    for index, header in enumerate(headers):
+        b = header.bounds
+        key = header.key
+        quoted = f'"{printable(key)}"'
+        shown = _value_display(header.value)
+        parts.append(_node(
+            f'"Header[{index}]"', '"Header"', "null", _string(f"{quoted} = {shown}"), header.position, header.size,
+            f'{{"name":"headerKeyLength","type":"varint","value":{header.key_length},'
+            f'"display":"{header.key_length}","offset":{header.position},"size":{b[0] - header.position},'
+            f'"children":[]}},'
+            f'{{"name":"headerKey","type":"string","value":{_string(key)},"display":{_string(quoted)},'
+            f'"offset":{b[0]},"size":{b[1] - b[0]},"children":[]}},'
+            + _bytes_json("headerValue", header.value_length, header.value, shown, b[1], b[2], b[3])))
+    return _node('"headers"', '"[]Header"', str(count), _string(count_text(count, "header")), pos, end - pos,
+                 ",".join(parts))
+
+
+def _value_display(raw: bytes | None) -> str:
+    """`value_display(raw)`, at once for short printable ASCII (most keys and values)."""
+    if raw is not None and len(raw) <= record_nodes.MAX_VALUE_BYTES and raw.isascii():
+        text = raw.decode("ascii")
+        if text.isprintable():
+            return f'"{text}"'
+    return value_display(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _timestamp(milliseconds: int) -> str:
+    """A record timestamp's display as JSON (records of a batch share a few)."""
+    return _string(timestamp_display(milliseconds))
+
+
+__all__ = ["entries_json", "json_value", "message_tree_json", "row_json", "rows_records", "rows_records_about"]
