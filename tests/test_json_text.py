@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from unittest import mock
 
 import orjson
 import pytest
@@ -23,12 +24,14 @@ from hypothesis import strategies as st
 from kdissect.decode import record_nodes
 from kdissect.decode.record_rows import entries_rows
 from kdissect.pipeline import read_messages
+from kdissect.present import json_text
 from kdissect.present.json_text import entries_json, message_tree_json, rows_records
 from kdissect.present.records import ascii_json, message_json, message_tree_record, tree_record
 from tests.test_generated import FUZZ_REGRESSIONS
 from tests.test_records import CODECS, QUICK, legacy_set, patched, record, v2_batch
 
 PUBLIC_SUFFIXES = (".pcap", ".pcapng")
+batch_json = json_text._batch_json
 
 
 def _same_on_captures(paths: list[Path]) -> tuple[int, int]:
@@ -96,11 +99,20 @@ def test_batches_kafka_python_built_are_written_as_their_rows(codec: int, batche
                              producer=(7, 3, 11) if transactional else (-1, -1, -1))
                     for i, records in enumerate(batches))
     assert _same_entries(data) == len(batches)
+    assert _written_at_once(data) == len(batches)
+
+
+def _written_at_once(data: bytes) -> int:
+    """How many entries of data `_batch_json` wrote itself (the others went through rows)."""
+    written = []
+    with mock.patch.object(json_text, "_batch_json", side_effect=lambda *a: written.append(1) or batch_json(*a)):
+        entries_json(data, 0, len(data))
+    return len(written)
 
 
 def test_null_keys_values_and_headers_are_written_as_their_rows() -> None:
     data = v2_batch([(0, None, None, []), (1, b"k", None, [("h", None), ("", b"")]), (2, None, b"v" * 100, [])])
-    assert _same_entries(data) == 1
+    assert _same_entries(data) == _written_at_once(data) == 1
     record = json.loads(entries_json(data, 0, len(data))[0])["children"][-1]["children"][0]
     assert [c["name"] for c in record["children"]][6:8] == ["keyLength", "valueLength"]  # no key, no value
 
@@ -111,6 +123,7 @@ def test_control_and_log_append_time_batches_are_written_as_their_rows() -> None
                               transactional=True, producer=(42, 5, -1), base_offset=1), attributes=0x10 | 0x20)
     log_append = patched(v2_batch([(3, b"a", b"b", [])], base_offset=2), attributes=0x08)
     assert _same_entries(data + marker + log_append) == 3
+    assert _written_at_once(data + marker + log_append) == 2  # the marker through rows
     texts = entries_json(data + marker, 0, len(data + marker))
     assert '"display":"1 (commit)"' in texts[1] and '"name":"coordinatorEpoch"' in texts[1]
 

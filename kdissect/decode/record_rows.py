@@ -264,7 +264,7 @@ def _undecoded(body: bytes, start: int, end: int) -> Row:
             "bytes not decoded after a problem (see the notes)", None, False)
 
 
+batch_row = _batch_row
 legacy_message_row = _message_row
-undecoded_row = _undecoded
 
-__all__ = ["clean_entry", "entries_rows", "legacy_message_row", "undecoded_row"]
+__all__ = ["batch_row", "clean_entry", "entries_rows", "legacy_message_row"]

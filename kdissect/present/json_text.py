@@ -17,10 +17,13 @@ Wire text is written as it is (not yet ASCII): the caller escapes the whole line
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import struct
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -36,11 +39,10 @@ from kdissect.decode.record_nodes import (
     attribute_bits,
     attributes_display,
     batch_display,
-    count_text,
     timestamp_display,
     value_display,
 )
-from kdissect.decode.record_rows import clean_entry, legacy_message_row, undecoded_row
+from kdissect.decode.record_rows import batch_row, clean_entry, legacy_message_row
 from kdissect.decode.rows import Row, tagged_fields_row, uvarint_size
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import printable
@@ -50,6 +52,7 @@ from kdissect.dissectors.registry import dissector
 from kdissect.pair.message import Message
 
 _dumps = orjson.dumps
+_zigzag = rec.zigzag_varint
 
 
 def json_value(value: Any) -> Any:
@@ -407,55 +410,113 @@ def _length_prefixed(f: FieldPlan, name: str, value: Any, pos: int) -> tuple[str
 
 def entries_json(data: bytes, start: int, end: int) -> list[str]:
     """The entries of the `records` content data[start:end] as JSON texts, as `entries_rows`
-    lays them out; raises `_NotWritten` when one is not a clean batch or message."""
-    entries = rec.decode_records(data, start, end, max_decompressed=rec.MAX_DECOMPRESSED_BYTES)
+    lays them out; raises `_NotWritten` when one is not a clean batch or message.
+
+    Ordinary magic 2 batches are read and written at once (`_batch_json`); any
+    other entry is decoded and laid out as rows, and the rows written."""
     texts: list[str] = []
-    for index, entry in enumerate(entries):
+    pos = start
+    while pos < end:
+        if end - pos < rec.ENTRY_PREAMBLE:
+            return _entries_from_rows(data, start, end)
+        entry_end = pos + rec.LOG_OVERHEAD + _SIZE.unpack_from(data, pos + 8)[0]
+        if entry_end > end or entry_end - pos < rec.ENTRY_PREAMBLE:
+            return _entries_from_rows(data, start, end)
+        text = None
+        if data[pos + 16] == 2 and entry_end - pos >= rec.BATCH_HEADER:
+            fields = _BATCH.unpack_from(data, pos)
+            if not fields[5] & 0x20 and rec.crc32c(memoryview(data)[pos + rec.BATCH_CRC_FROM:entry_end]) == fields[4]:
+                with contextlib.suppress(_Unusual):
+                    text = _batch_json(data, pos, entry_end, fields, len(texts))
+        if text is None:  # control records, a legacy message, anything unusual
+            entry = _entries_from_rows(data, pos, entry_end, len(texts))
+            if len(entry) != 1:
+                raise _NotWritten("an entry that is not one")
+            text = entry[0]
+        texts.append(text)
+        pos = entry_end
+    return texts
+
+
+def _entries_from_rows(data: bytes, start: int, end: int, first: int = 0) -> list[str]:
+    """The entries of data[start:end] decoded and laid out as rows (numbered from `first`), written."""
+    texts = []
+    for index, entry in enumerate(rec.decode_records(data, start, end, max_decompressed=rec.MAX_DECOMPRESSED_BYTES),
+                                  first):
         if not clean_entry(entry):
             raise _NotWritten("record batches with notes")
         if isinstance(entry, rec.RecordBatch):
-            texts.append(_batch_json(entry, data, index))
+            texts.append(row_json(batch_row(entry, data, index)))
         else:
             assert isinstance(entry, rec.LegacyMessage)
             texts.append(row_json(legacy_message_row(entry, data, f"Message[{index}]")))
     return texts
 
 
-def _batch_json(batch: rec.RecordBatch, data: bytes, index: int) -> str:
-    """A magic 2 batch as `record_rows` lays it out: its header field by field, then its records."""
-    pos = batch.position
+class _Unusual(Exception):
+    """A batch `_batch_json` does not write: it goes the general way."""
+
+
+_BATCH = struct.Struct(">qiibIhiqqqhii")  # the magic 2 header, as `records` reads it
+_SIZE = struct.Struct(">i")
+
+
+def _batch_json(data: bytes, pos: int, end: int, fields: tuple[int, ...], index: int) -> str:
+    """One batch as `record_rows` lays it out: its header field by field, then its records."""
+    (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_delta, base_time, max_time,
+     producer_id, producer_epoch, base_sequence, count) = fields
+    codec = attributes & 0x07
+    start = pos + rec.BATCH_HEADER
+    kind = _batch_kind(attributes)
+    log_append = bool(attributes & 0x08)
+    if codec:
+        try:
+            body = rec.decompress(codec, memoryview(data)[start:end], cap=rec.MAX_DECOMPRESSED_BYTES)
+        except rec.DecompressionProblem:
+            raise _Unusual from None
+        records, done = _records_json(body, 0, len(body), count, base_offset, max_time if log_append else base_time,
+                                      log_append)
+        display = f"{end - start} bytes of {kind.compression} data, {len(body)} bytes decompressed"
+        decompressed = (f'{{"name":"decompressed","type":"[]Record","value":{done},"display":{_records_count(done)},'
+                        f'"offset":0,"size":{len(body)},"children":[{records}],"generated":true}}')
+        records_text = (f'{{"name":"records","type":"bytes","value":"{memoryview(data)[start:end].hex()}",'
+                        f'"display":"{display}","offset":{start},"size":{end - start},"children":[{decompressed}]}}')
+    else:
+        records, done = _records_json(data, start, end, count, base_offset, max_time if log_append else base_time,
+                                      log_append)
+        records_text = (f'{{"name":"records","type":"[]Record","value":{done},"display":{_records_count(done)},'
+                        f'"offset":{start},"size":{end - start},"children":[{records}]}}')
     at = pos + 17  # the CRC, then the attributes at 21
-    header = (
-        f'{{"name":"baseOffset","type":"int64","value":{batch.base_offset},"display":"{batch.base_offset}",'
+    return (
+        f'{{"name":"RecordBatch[{index}]","type":"RecordBatch","value":null,'
+        f'"display":"{done} record{"" if done == 1 else "s"}, offset {base_offset}{kind.display}",'
+        f'"offset":{pos},"size":{end - pos},"children":['
+        f'{{"name":"baseOffset","type":"int64","value":{base_offset},"display":"{base_offset}",'
         f'"offset":{pos},"size":8,"children":[]}},'
-        f'{{"name":"batchLength","type":"int32","value":{batch.batch_length},"display":"{batch.batch_length}",'
+        f'{{"name":"batchLength","type":"int32","value":{batch_length},"display":"{batch_length}",'
         f'"offset":{pos + 8},"size":4,"children":[]}},'
-        f'{{"name":"partitionLeaderEpoch","type":"int32","value":{batch.partition_leader_epoch},'
-        f'"display":"{batch.partition_leader_epoch}","offset":{pos + 12},"size":4,"children":[]}},'
-        f'{{"name":"magic","type":"int8","value":{batch.magic},"display":"{batch.magic}","offset":{pos + 16},'
+        f'{{"name":"partitionLeaderEpoch","type":"int32","value":{leader_epoch},'
+        f'"display":"{leader_epoch}","offset":{pos + 12},"size":4,"children":[]}},'
+        f'{{"name":"magic","type":"int8","value":{magic},"display":"{magic}","offset":{pos + 16},'
         f'"size":1,"children":[]}},'
-        f'{{"name":"crc","type":"uint32","value":{batch.crc},"display":"0x{batch.crc:08x} (correct)",'
+        f'{{"name":"crc","type":"uint32","value":{crc},"display":"0x{crc:08x} (correct)",'
         f'"offset":{at},"size":4,"children":[]}},'
-        f'{{"name":"attributes","type":"int16","value":{batch.attributes},'
-        f'"display":{_string(attributes_display(batch))},"offset":{at + 4},"size":2,'
-        f'"children":[{_attribute_bits(batch, at + 4)}]}},'
-        f'{{"name":"lastOffsetDelta","type":"int32","value":{batch.last_offset_delta},'
-        f'"display":"{batch.last_offset_delta}","offset":{at + 6},"size":4,"children":[]}},'
-        f'{{"name":"baseTimestamp","type":"int64","value":{batch.base_timestamp},'
-        f'"display":{_timestamp(batch.base_timestamp)},"offset":{at + 10},"size":8,"children":[]}},'
-        f'{{"name":"maxTimestamp","type":"int64","value":{batch.max_timestamp},'
-        f'"display":{_timestamp(batch.max_timestamp)},"offset":{at + 18},"size":8,"children":[]}},'
-        f'{{"name":"producerId","type":"int64","value":{batch.producer_id},"display":"{batch.producer_id}",'
+        f'{{"name":"attributes","type":"int16","value":{attributes},"display":{kind.attributes},"offset":{at + 4},'
+        f'"size":2,"children":[{kind.bits.replace(_AT, str(at + 4))}]}},'
+        f'{{"name":"lastOffsetDelta","type":"int32","value":{last_delta},'
+        f'"display":"{last_delta}","offset":{at + 6},"size":4,"children":[]}},'
+        f'{{"name":"baseTimestamp","type":"int64","value":{base_time},'
+        f'"display":{_timestamp(base_time)},"offset":{at + 10},"size":8,"children":[]}},'
+        f'{{"name":"maxTimestamp","type":"int64","value":{max_time},'
+        f'"display":{_timestamp(max_time)},"offset":{at + 18},"size":8,"children":[]}},'
+        f'{{"name":"producerId","type":"int64","value":{producer_id},"display":"{producer_id}",'
         f'"offset":{at + 26},"size":8,"children":[]}},'
-        f'{{"name":"producerEpoch","type":"int16","value":{batch.producer_epoch},'
-        f'"display":"{batch.producer_epoch}","offset":{at + 34},"size":2,"children":[]}},'
-        f'{{"name":"baseSequence","type":"int32","value":{batch.base_sequence},"display":"{batch.base_sequence}",'
+        f'{{"name":"producerEpoch","type":"int16","value":{producer_epoch},'
+        f'"display":"{producer_epoch}","offset":{at + 34},"size":2,"children":[]}},'
+        f'{{"name":"baseSequence","type":"int32","value":{base_sequence},"display":"{base_sequence}",'
         f'"offset":{at + 36},"size":4,"children":[]}},'
-        f'{{"name":"recordCount","type":"int32","value":{batch.record_count},"display":"{batch.record_count}",'
-        f'"offset":{at + 40},"size":4,"children":[]}}')
-    records = _batch_records_json(batch, data, at + 44)
-    return _node(f'"RecordBatch[{index}]"', '"RecordBatch"', "null", _string(batch_display(batch)), pos,
-                 batch.size, f"{header},{records}")
+        f'{{"name":"recordCount","type":"int32","value":{count},"display":"{count}",'
+        f'"offset":{at + 40},"size":4,"children":[]}},{records_text}]}}')
 
 
 # The batch header `_batch_json` writes, as `record_rows` lays it out (a test compares them).
@@ -465,92 +526,132 @@ assert [(name, kind, size) for name, kind, size, _ in BATCH_FIELDS] == [
     ("baseTimestamp", "int64", 8), ("maxTimestamp", "int64", 8), ("producerId", "int64", 8),
     ("producerEpoch", "int16", 2), ("baseSequence", "int32", 4), ("recordCount", "int32", 4)]
 
-
-def _attribute_bits(batch: rec.RecordBatch, at: int) -> str:
-    """The generated attribute bits' JSON (they all sit at the attributes, `at`)."""
-    bits = attribute_bits(batch)
-    key = tuple(value for _, _, value, _ in bits)
-    template = _ATTRIBUTE_BITS.get(key)
-    if template is None:
-        texts = []
-        for name, kind, value, _ in bits:
-            shown = str(value).lower() if isinstance(value, bool) else str(value)
-            texts.append(f'{{"name":{_string(name)},"type":{_string(kind)},"value":{_dumps(value).decode()},'
-                         f'"display":{_string(shown)},"offset":\x00,"size":0,"children":[],"generated":true}}')
-        template = _ATTRIBUTE_BITS[key] = ",".join(texts)
-    return template.replace("\x00", str(at))
+_AT = "\x00"  # where a batch's attribute bits take the attributes' offset
 
 
-_ATTRIBUTE_BITS: dict[tuple[object, ...], str] = {}
+@dataclass(frozen=True, slots=True)
+class _BatchKind:
+    """What a batch's attributes make of its texts, worked out once per attributes value."""
+
+    compression: str
+    display: str  # what the batch's display says after its offset: ", gzip, transactional"
+    attributes: str  # the attributes' display, as JSON
+    bits: str  # the attribute bits' JSON, `_AT` for their offset
 
 
-def _batch_records_json(batch: rec.RecordBatch, data: bytes, pos: int) -> str:
-    end = batch.position + batch.size
-    count = len(batch.records)
-    if batch.compression == "none" or batch.attributes & 0x07 == 0:
-        return _node('"records"', '"[]Record"', str(count), _records_count(count), pos, end - pos,
-                     _records_json(batch, data, pos, end))
-    raw = data[pos:end]
-    display = f"{len(raw)} bytes of {batch.compression} data"
-    children = ""
-    if batch.decompressed is not None:
-        body = batch.decompressed
-        display += f", {len(body)} bytes decompressed"
-        children = (_node('"decompressed"', '"[]Record"', str(count), _records_count(count), 0, len(body),
-                          _records_json(batch, body, 0, len(body)))[:-1] + ',"generated":true}')
-    return _node('"records"', '"bytes"', f'"{raw.hex()}"', _string(display), pos, end - pos, children)
+@functools.cache
+def _batch_kind(attributes: int) -> _BatchKind:
+    """From `record_nodes`' own displays of a batch with these attributes and no records."""
+    batch = rec.RecordBatch(position=0, size=0, base_offset=0, batch_length=0, partition_leader_epoch=0, magic=2,
+                            crc=0, computed_crc=0, attributes=attributes, last_offset_delta=0, base_timestamp=0,
+                            max_timestamp=0, producer_id=0, producer_epoch=0, base_sequence=0, record_count=0,
+                            records=(), decompressed=None, records_end=0, notes=())
+    head, _, tail = batch_display(batch).partition("0 records, offset 0")
+    assert not head
+    bits = []
+    for name, kind, value, _ in attribute_bits(batch):
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        bits.append(f'{{"name":{_string(name)},"type":{_string(kind)},"value":{_dumps(value).decode()},'
+                    f'"display":{_string(shown)},"offset":{_AT},"size":0,"children":[],"generated":true}}')
+    return _BatchKind(batch.compression, tail, _string(attributes_display(batch)), ",".join(bits))
 
 
-def _records_json(batch: rec.RecordBatch, body: bytes, start: int, end: int) -> str:
-    log_append = batch.timestamp_type == "LogAppendTime"
-    texts = [_record_json(record, index, log_append) for index, record in enumerate(batch.records)]
-    if batch.records_end < end:
-        texts.append(row_json(undecoded_row(body, batch.records_end, end)))
-    return ",".join(texts)
+def _records_json(body: bytes, pos: int, end: int, count: int, base_offset: int, base_time: int,
+                  log_append: bool) -> tuple[str, int]:
+    """The `count` records exactly filling body[pos:end] as JSON, and how many; `_Unusual`
+    for anything `records._record` would have a note about."""
+    texts: list[str] = []
+    append = texts.append
+    done = 0
+    while pos < end and done < count:
+        text, pos = _record_json(body, pos, end, done, base_offset, base_time, log_append)
+        append(text)
+        done += 1
+    if done != count or pos != end:
+        raise _Unusual
+    return ",".join(texts), done
 
 
-def _record_json(record: rec.Record, index: int, log_append: bool) -> str:
-    b = record.bounds
-    position = record.position
-    key, value = record.key, record.value
+def _record_json(body: bytes, pos: int, end: int, index: int, base_offset: int, base_time: int,
+                 log_append: bool) -> tuple[str, int]:
+    """The record at `pos` as `record_rows` lays it out, and where it ends."""
+    length, b0 = _zigzag(body, pos, end, 5)
+    record_end = b0 + length
+    if b0 < 0 or length < 6 or record_end > end:
+        raise _Unusual
+    attributes = body[b0]
+    b1 = b0 + 1
+    delta, b2 = _zigzag(body, b1, record_end, 10)
+    offset_delta, b3 = _zigzag(body, b2, record_end, 5)
+    if b3 < 0 or b2 < 0:
+        raise _Unusual
+    key_length, key, b4, b5 = _varbytes(body, b3, record_end)
+    value_length, value, b6, b7 = _varbytes(body, b5, record_end)
     key_shown, value_shown = _value_display(key), _value_display(value)
-    parts = [
-        f'{{"name":"length","type":"varint","value":{record.length},"display":"{record.length}",'
-        f'"offset":{position},"size":{b[0] - position},"children":[]}},'
-        f'{{"name":"attributes","type":"int8","value":{record.attributes},"display":"{record.attributes}",'
-        f'"offset":{b[0]},"size":1,"children":[]}},'
-        f'{{"name":"timestampDelta","type":"varlong","value":{record.timestamp_delta},'
-        f'"display":"{record.timestamp_delta}","offset":{b[1]},"size":{b[2] - b[1]},"children":[]}},'
-        f'{{"name":"timestamp","type":"int64","value":{record.timestamp},'
-        f'"display":{_timestamp(record.timestamp)},"offset":{b[2]},"size":0,"children":[],"generated":true}},'
-        f'{{"name":"offsetDelta","type":"varint","value":{record.offset_delta},"display":"{record.offset_delta}",'
-        f'"offset":{b[2]},"size":{b[3] - b[2]},"children":[]}},'
-        f'{{"name":"offset","type":"int64","value":{record.offset},"display":"{record.offset}",'
-        f'"offset":{b[3]},"size":0,"children":[],"generated":true}}',
-        _bytes_json("key", record.key_length, key, key_shown, b[3], b[4], b[5]),
-        _bytes_json("value", record.value_length, value, value_shown, b[5], b[6], b[7]),
-    ]
-    control = record.control
-    if control is not None:
-        parts.append(_generated("controlType", "int16", control.type, b[7], f"{control.type} ({control.name})"))
-        if control.coordinator_epoch is not None:
-            parts.append(_generated("coordinatorEpoch", "int32", control.coordinator_epoch, b[7],
-                                    str(control.coordinator_epoch)))
-        display = f"offset {record.offset}, {control.name} marker"
-    else:
-        display = f"offset {record.offset}, key {key_shown}, value {value_shown}"
-    parts.append(_headers_json(record, b[7], b[8]))
-    return _node(f'"Record[{index}]"', '"Record"', "null", _string(display), position, record.size,
-                 ",".join(parts))
+    headers, stop = _headers_json(body, b7, record_end)
+    if stop != record_end:
+        raise _Unusual
+    timestamp = base_time if log_append else base_time + delta
+    offset = base_offset + offset_delta
+    return (
+        f'{{"name":"Record[{index}]","type":"Record","value":null,'
+        f'"display":{_string(f"offset {offset}, key {key_shown}, value {value_shown}")},'
+        f'"offset":{pos},"size":{record_end - pos},"children":['
+        f'{{"name":"length","type":"varint","value":{length},"display":"{length}",'
+        f'"offset":{pos},"size":{b0 - pos},"children":[]}},'
+        f'{{"name":"attributes","type":"int8","value":{attributes},"display":"{attributes}",'
+        f'"offset":{b0},"size":1,"children":[]}},'
+        f'{{"name":"timestampDelta","type":"varlong","value":{delta},'
+        f'"display":"{delta}","offset":{b1},"size":{b2 - b1},"children":[]}},'
+        f'{{"name":"timestamp","type":"int64","value":{timestamp},'
+        f'"display":{_timestamp(timestamp)},"offset":{b2},"size":0,"children":[],"generated":true}},'
+        f'{{"name":"offsetDelta","type":"varint","value":{offset_delta},"display":"{offset_delta}",'
+        f'"offset":{b2},"size":{b3 - b2},"children":[]}},'
+        f'{{"name":"offset","type":"int64","value":{offset},"display":"{offset}",'
+        f'"offset":{b3},"size":0,"children":[],"generated":true}},'
+        f'{_bytes_json("key", key_length, key, key_shown, b3, b4, b5)},'
+        f'{_bytes_json("value", value_length, value, value_shown, b5, b6, b7)},{headers}]}}'), record_end
 
 
-def _records_count(count: int) -> str:
-    return '"1 record"' if count == 1 else f'"{count} records"'
+def _varbytes(body: bytes, pos: int, end: int) -> tuple[int, bytes | None, int, int]:
+    """A record's length-prefixed key or value: (length, bytes or None, content start, end)."""
+    length, at = _zigzag(body, pos, end, 5)
+    if at < 0 or length < -1:
+        raise _Unusual
+    if length == -1:
+        return length, None, at, at
+    stop = at + length
+    if stop > end:
+        raise _Unusual
+    return length, body[at:stop], at, stop
 
 
-def _generated(name: str, kind: str, value: int, at: int, shown: str) -> str:
-    return (f'{{"name":"{name}","type":"{kind}","value":{value},"display":{_string(shown)},"offset":{at},'
-            f'"size":0,"children":[],"generated":true}}')
+def _headers_json(body: bytes, pos: int, end: int) -> tuple[str, int]:
+    """A record's headers (their count first) as JSON, and where they end."""
+    count, at = _zigzag(body, pos, end, 5)
+    if at < 0 or count < 0 or 2 * count > end - at:
+        raise _Unusual
+    parts = [f'{{"name":"length","type":"varint","value":{count},"display":"{count}","offset":{pos},'
+             f'"size":{at - pos},"children":[]}}']
+    for index in range(count):
+        key_length, key, b0, b1 = _varbytes(body, at, end)
+        value_length, value, b2, b3 = _varbytes(body, b1, end)
+        if key is None:
+            raise _Unusual
+        text = key.decode("utf-8", "replace")
+        quoted = f'"{printable(text)}"'
+        shown = _value_display(value)
+        parts.append(
+            f'{{"name":"Header[{index}]","type":"Header","value":null,"display":{_string(f"{quoted} = {shown}")},'
+            f'"offset":{at},"size":{b3 - at},"children":['
+            f'{{"name":"headerKeyLength","type":"varint","value":{key_length},"display":"{key_length}",'
+            f'"offset":{at},"size":{b0 - at},"children":[]}},'
+            f'{{"name":"headerKey","type":"string","value":{_string(text)},"display":{_string(quoted)},'
+            f'"offset":{b0},"size":{b1 - b0},"children":[]}},'
+            f'{_bytes_json("headerValue", value_length, value, shown, b1, b2, b3)}]}}')
+        at = b3
+    return (f'{{"name":"headers","type":"[]Header","value":{count},"display":"{count} header{"" if count == 1 else "s"}",'
+            f'"offset":{pos},"size":{at - pos},"children":[{",".join(parts)}]}}'), at
 
 
 def _bytes_json(name: str, length: int, value: bytes | None, shown: str, pos: int, content: int,
@@ -564,27 +665,8 @@ def _bytes_json(name: str, length: int, value: bytes | None, shown: str, pos: in
             f'"offset":{content},"size":{end - content},"children":[]}}')
 
 
-def _headers_json(record: rec.Record, pos: int, count_end: int) -> str:
-    headers = record.headers
-    count = len(headers)
-    end = headers[-1].bounds[3] if headers else count_end
-    parts = [f'{{"name":"length","type":"varint","value":{count},"display":"{count}","offset":{pos},'
-             f'"size":{count_end - pos},"children":[]}}']
-    for index, header in enumerate(headers):
-        b = header.bounds
-        key = header.key
-        quoted = f'"{printable(key)}"'
-        shown = _value_display(header.value)
-        parts.append(_node(
-            f'"Header[{index}]"', '"Header"', "null", _string(f"{quoted} = {shown}"), header.position, header.size,
-            f'{{"name":"headerKeyLength","type":"varint","value":{header.key_length},'
-            f'"display":"{header.key_length}","offset":{header.position},"size":{b[0] - header.position},'
-            f'"children":[]}},'
-            f'{{"name":"headerKey","type":"string","value":{_string(key)},"display":{_string(quoted)},'
-            f'"offset":{b[0]},"size":{b[1] - b[0]},"children":[]}},'
-            + _bytes_json("headerValue", header.value_length, header.value, shown, b[1], b[2], b[3])))
-    return _node('"headers"', '"[]Header"', str(count), _string(count_text(count, "header")), pos, end - pos,
-                 ",".join(parts))
+def _records_count(count: int) -> str:
+    return '"1 record"' if count == 1 else f'"{count} records"'
 
 
 def _value_display(raw: bytes | None) -> str:
