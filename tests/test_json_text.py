@@ -23,10 +23,18 @@ from hypothesis import strategies as st
 
 from kdissect.decode import record_nodes
 from kdissect.decode.record_rows import entries_rows
+from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
 from kdissect.present import json_text
 from kdissect.present.json_text import entries_json, message_tree_json, rows_records
-from kdissect.present.records import ascii_json, message_json, message_tree_record, tree_record
+from kdissect.present.records import (
+    ascii_json,
+    message_head_json,
+    message_json,
+    message_record,
+    message_tree_record,
+    tree_record,
+)
 from tests.test_generated import FUZZ_REGRESSIONS
 from tests.test_records import CODECS, QUICK, legacy_set, patched, record, v2_batch
 
@@ -134,3 +142,19 @@ def test_control_and_log_append_time_batches_are_written_as_their_rows() -> None
 def test_legacy_message_sets_are_written_as_their_rows(magic: int, codec: int, records: list, base: int) -> None:
     data = legacy_set(magic, records, codec, base_offset=base)
     assert _same_entries(data) > 0
+
+
+def _record_json(message: Message) -> str:
+    record = message_record(message)
+    time, record["time"] = record["time"], 0
+    return orjson.dumps(record).decode().replace('"time":0', f'"time":{time.exact()}', 1)
+
+
+def test_message_head_is_the_message_record_as_json(shipped_captures: Path, public_captures: Path) -> None:
+    paths = [*sorted(shipped_captures.glob("*.pcap")), *sorted(public_captures.glob("*.pcap*"))]
+    noted = 0
+    for path in paths:
+        for message in read_messages(path):
+            assert message_head_json(message) + "}" == _record_json(message), f"{path.name} {message.number}"
+            noted += bool(message.all_notes())
+    assert noted >= 8  # notes written too

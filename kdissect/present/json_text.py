@@ -147,7 +147,7 @@ def _message_json(data: bytes, kind: str, api_key: int, version: int, body_plan:
         return None
     header_text, header_end = header
     writer = _Writer(data, displays)
-    children, _ = writer.struct(body_plan, displays)(body, header_end, writer)
+    children, _ = writer.struct(body_plan)(body, header_end, writer)
     size = len(data) - 4
     return (f'{{"name":{_string(message_name(api_key, kind))},"type":"message","value":null,'
             f'"display":"v{version}","offset":0,"size":{len(data)},"children":['
@@ -169,7 +169,7 @@ def _header_json(data: bytes, kind: str, api_key: int, version: int) -> tuple[st
         return None
     values, end = decoder(data, 4, len(data))
     writer = _Writer(data, _NO_DISPLAYS)
-    children, _ = writer.struct(header_struct, _NO_DISPLAYS)(values, 4, writer)
+    children, _ = writer.struct(header_struct)(values, 4, writer)
     if kind == "request":
         first = header_struct.fields[0]
         value = values[first.name]
@@ -222,12 +222,16 @@ class _Writer:
     def __init__(self, data: bytes, displays: Mapping[str, Display]) -> None:
         self.data = data  # the frame, for tagged fields and record batches
         self.displays = displays
+        found = _WRITERS.get(id(displays))
+        if found is None or found[0] is not displays:
+            found = _WRITERS[id(displays)] = (displays, {})
+        self.writers = found[1]  # the struct writers made for these displays, by plan
 
-    def struct(self, plan: StructPlan, displays: Mapping[str, Display]) -> StructWriter:
-        found = _WRITERS.get((id(plan), id(displays)))
-        if found is None or found[0] is not plan or found[1] is not displays:
-            found = _WRITERS[(id(plan), id(displays))] = (plan, displays, _compile_struct(plan, displays))
-        return found[2]
+    def struct(self, plan: StructPlan) -> StructWriter:
+        found = self.writers.get(id(plan))
+        if found is None or found[0] is not plan:
+            found = self.writers[id(plan)] = (plan, _compile_struct(plan, self.displays))
+        return found[1]
 
     def field(self, f: FieldPlan, name: str, value: Any, pos: int) -> tuple[str, int]:
         """A field that is not a fixed-size integer of a struct: (its JSON, its size)."""
@@ -272,6 +276,15 @@ class _Writer:
                     append(f'{{"name":{name_at},"type":{label},"value":{item},"display":"{item}",'
                            f'"offset":{end},"size":{size},"children":[]}}')
                     end += size
+            elif element.kind is Kind.STRUCT and not element.nullable:  # arrays of structs: inline
+                assert element.struct is not None
+                write = self.struct(element.struct)
+                label = _QUOTED[element.label]
+                for name_at, item in zip(names, value):  # noqa: B905 (names may be longer)
+                    children, stop = write(item or {}, end, self)
+                    append(f'{{"name":{name_at},"type":{label},"value":null,"display":"struct","offset":{end},'
+                           f'"size":{stop - end},"children":[{",".join(children)}]}}')
+                    end = stop
             else:
                 read = self.nested if element.kind is Kind.STRUCT else self.field
                 for name_at, item in zip(names, value):  # noqa: B905 (names may be longer)
@@ -282,19 +295,21 @@ class _Writer:
             shown, display = "null", '"null"'
         else:
             shown, display = str(count), ('"1 element"' if count == 1 else f'"{count} elements"')
-        return _node(name, _QUOTED[f.label], shown, display, pos, end - pos, ",".join(parts)), end - pos
+        return (f'{{"name":{name},"type":{_QUOTED[f.label]},"value":{shown},"display":{display},"offset":{pos},'
+                f'"size":{end - pos},"children":[{",".join(parts)}]}}'), end - pos
 
     def nested(self, f: FieldPlan, name: str, value: Values | None, pos: int) -> tuple[str, int]:
         assert f.struct is not None
         label = _QUOTED[f.label]
         if not f.nullable:
-            children, end = self.struct(f.struct, self.displays)(value or {}, pos, self)
-            return _node(name, label, "null", '"struct"', pos, end - pos, ",".join(children)), end - pos
+            children, end = self.struct(f.struct)(value or {}, pos, self)
+            return (f'{{"name":{name},"type":{label},"value":null,"display":"struct","offset":{pos},'
+                    f'"size":{end - pos},"children":[{",".join(children)}]}}'), end - pos
         if value is None:
             presence = _node('"presence"', '"int8"', "-1", '"-1 (null)"', pos, 1)
             return _node(name, label, "null", '"null"', pos, 1, presence), 1
         presence = _node('"presence"', '"int8"', "1", '"1 (present)"', pos, 1)
-        children, end = self.struct(f.struct, self.displays)(value, pos + 1, self)
+        children, end = self.struct(f.struct)(value, pos + 1, self)
         return _node(name, label, "null", '"struct"', pos, end - pos, ",".join([presence, *children])), end - pos
 
     def tagged_fields(self, plan: StructPlan, pos: int) -> tuple[str, int]:
@@ -324,14 +339,15 @@ class _Writer:
                      ",".join([length_text, *entries])), prefix + length
 
 
-_WRITERS: dict[tuple[int, int], tuple[StructPlan, Any, StructWriter]] = {}
+# per displays (each API's rules, kept as long as the process), per plan: the struct writers
+_WRITERS: dict[int, tuple[Mapping[str, Display], dict[int, tuple[StructPlan, StructWriter]]]] = {}
 
 
 def _compile_struct(plan: StructPlan, displays: Mapping[str, Display]) -> StructWriter:
     """A function writing the struct's fields from `pos`: (their JSON texts, the struct's end).
 
     Fixed-size integers are written inline from constants; every other field by the writer."""
-    env: dict[str, Any] = {"_string": _string}
+    env: dict[str, Any] = {"_string": _string, "_length_prefixed": _length_prefixed}
     lines = ["def write(values, pos, w):", "    c = []", "    a = c.append"]
     for index, field in enumerate(plan.fields):
         name = f"N{index}"
@@ -339,7 +355,8 @@ def _compile_struct(plan: StructPlan, displays: Mapping[str, Display]) -> Struct
         env[f"F{index}"] = field
         size = field.codec.size if field.kind is Kind.INTEGER else 0
         if not size:
-            lines += [f"    t, s = w.field(F{index}, N{index}, values[{field.name!r}], pos)", "    a(t)",
+            call = _FIELD_CALLS.get(field.kind, "w.field")
+            lines += [f"    t, s = {call}(F{index}, N{index}, values[{field.name!r}], pos)", "    a(t)",
                       "    pos += s"]
             continue
         rule = displays.get(field.name) if displays else None
@@ -366,6 +383,11 @@ def _compile_struct(plan: StructPlan, displays: Mapping[str, Display]) -> Struct
     exec("\n".join(lines), env)  # source made above from the plan's names
     writer: StructWriter = env["write"]
     return writer
+
+
+# how a struct writer writes a field of each kind other than fixed-size integers
+_FIELD_CALLS = {Kind.STRING: "_length_prefixed", Kind.BYTES: "_length_prefixed", Kind.ARRAY: "w.array",
+                Kind.STRUCT: "w.nested"}
 
 
 def _element_names(label: str, count: int) -> list[str]:
@@ -402,7 +424,8 @@ def _length_prefixed(f: FieldPlan, name: str, value: Any, pos: int) -> tuple[str
         text, display = _string(value), _quoted_display(value, form)
     else:
         text, display = f'"{bytes(value).hex()}"', _string(f"{hex_display(value)} {form}")
-    return _node(name, label, text, display, pos, prefix + length), prefix + length
+    return (f'{{"name":{name},"type":{label},"value":{text},"display":{display},"offset":{pos},'
+            f'"size":{prefix + length},"children":[]}}'), prefix + length
 
 
 # -- record batches --------------------------------------------------------------------------

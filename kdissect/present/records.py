@@ -112,18 +112,54 @@ def message_tree_record(message: Message, *, about: bool = False) -> dict[str, A
 
 def message_json(message: Message, *, about: bool = False) -> str:
     """One message with its whole tree as one line of JSON (ASCII: wire text is escaped)."""
-    record = message_record(message)
     tree = None if about else message_tree_json(message)  # an ordinary body: written at once
-    if tree is None:
-        record["tree"] = message_tree_record(message, about=about)
+    if tree is not None:
+        return ascii_json(f'{message_head_json(message)},"tree":{tree}}}')
+    record = message_record(message)
+    record["tree"] = message_tree_record(message, about=about)
     time, record["time"] = record["time"], 0
     text: str = orjson.dumps(record).decode()
     # `time` is the exact decimal of the capture's nanoseconds (a JSON number; a float
     # would round it). `number` and `frame` come first, so the first "time" is this one.
     text = text.replace('"time":0', f'"time":{time.exact()}', 1)
-    if tree is not None:
-        text = f'{text[:-1]},"tree":{tree}}}'
     return ascii_json(text)
+
+
+def message_head_json(message: Message) -> str:
+    """`message_record` as `message_json` writes it (wire text not yet ASCII), without its closing brace."""
+    frame = message.frame
+    connection = frame.connection
+    ends = _ENDS.get(id(connection))
+    if ends is None or ends[0] is not connection:
+        if len(_ENDS) > 4096:
+            _ENDS.clear()
+        client, server = _dumps(format_address(connection.client)).decode(), _dumps(
+            format_address(connection.server)).decode()
+        ends = _ENDS[id(connection)] = (connection, f'"src":{client},"dst":{server}', f'"src":{server},"dst":{client}')
+    latency = message.latency
+    pair = message.pair
+    notes = message.all_notes()
+    whole, fraction = divmod(frame.last_ns, 1_000_000_000)
+    time = f"{whole}.{fraction:09d}" if whole >= 0 else CaptureTime(frame.last_ns).exact()
+    return (f'{{"number":{_int(message.number)},"frame":{_int(frame.last_packet)},"time":{time},'
+            f'"stream":{_int(connection.index)},{ends[1] if message.is_request else ends[2]},'
+            f'"direction":{_dumps(str(frame.direction)).decode()},"api_key":{_int(message.api_key)},'
+            f'"api_name":{_dumps(message.api_name).decode()},"api_version":{_int(message.api_version)},'
+            f'"correlation_id":{_int(message.correlation_id)},"client_id":{_dumps(message.client_id).decode()},'
+            f'"length":{_int(message.length)},"pair":{"null" if pair is None else _int(pair.number)},'
+            f'"latency_ms":{"null" if latency is None else _dumps(round(latency * 1000.0, 6)).decode()},'
+            f'"tls":{_dumps(connection.tls).decode()},'
+            f'"notes":{_dumps([note_record(n) for n in notes]).decode() if notes else "[]"},'
+            f'"file":{_dumps(message.file).decode()}')
+
+
+_ENDS: dict[int, tuple[object, str, str]] = {}  # a connection's src and dst, each way, as JSON
+_dumps = orjson.dumps
+
+
+def _int(value: int | None) -> str:
+    """An integer (or None) as JSON, as orjson writes it."""
+    return str(value) if type(value) is int else _dumps(value).decode()
 
 
 def ascii_json(text: str) -> str:
@@ -154,5 +190,5 @@ _JSON_ESCAPES = "kdissect-json-escapes"
 codecs.register_error(_JSON_ESCAPES, _json_escapes)
 
 
-__all__ = ["MESSAGE_COLUMNS", "CaptureTime", "ascii_json", "json_value", "message_json", "message_record",
+__all__ = ["MESSAGE_COLUMNS", "CaptureTime", "ascii_json", "json_value", "message_head_json", "message_json", "message_record",
            "message_tree_record", "note_record", "rows_record", "tree_record"]
