@@ -158,3 +158,12 @@ def test_message_head_is_the_message_record_as_json(shipped_captures: Path, publ
             assert message_head_json(message) + "}" == _record_json(message), f"{path.name} {message.number}"
             noted += bool(message.all_notes())
     assert noted >= 8  # notes written too
+
+
+def test_values_computed_from_others_are_written_after_their_field(shipped_captures: Path) -> None:
+    lags = 0
+    for message in read_messages(shipped_captures / "quorum_story.pcap"):
+        text = message_tree_json(message)
+        assert text is not None and text == orjson.dumps(message_tree_record(message, about=False)).decode()
+        lags += text.count('"name":"lag","type":"int64"')
+    assert lags > 0  # DescribeQuorum's replica lag, after each LogEndOffset

@@ -127,9 +127,10 @@ def _message_row(data: bytes, kind: str, api_key: int, version: int, header: Row
     ], False)
 
 
-def tagged_fields_row(data: bytes, displays: Mapping[str, Display], plan: StructPlan, pos: int) -> Row:
-    """The row of a struct's tagged-field block at `pos` that is not empty (no generated values)."""
-    return _Layout(data, displays, {}).tagged_fields(plan, pos)
+def tagged_fields_row(data: bytes, displays: Mapping[str, Display], generated: dict[int, list[GeneratedValue]],
+                      plan: StructPlan, pos: int) -> Row:
+    """The row of a struct's tagged-field block at `pos` that is not empty."""
+    return _Layout(data, displays, generated).tagged_fields(plan, pos)
 
 
 def _api_key_row(row: Row) -> Row:

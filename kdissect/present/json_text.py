@@ -47,7 +47,7 @@ from kdissect.decode.rows import Row, tagged_fields_row, uvarint_size
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import printable
 from kdissect.decode.values import Values
-from kdissect.dissectors import SCHEMA_DISPLAYS, Display
+from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
 from kdissect.dissectors.registry import dissector
 from kdissect.pair.message import Message
 
@@ -138,15 +138,15 @@ def _message_json(data: bytes, kind: str, api_key: int, version: int, body_plan:
                   body: Values) -> str | None:
     meaning = dissector(api_key)
     displays: Mapping[str, Display] = _NO_DISPLAYS
+    generated: dict[int, list[GeneratedValue]] = {}
     if meaning is not None and kind == "response":
-        if meaning.response_generated_values(body):
-            return None  # values computed from others sit between fields: the rows place them
         displays = meaning.response_displays
+        generated = meaning.response_generated_values(body)
     header = _header_json(data, kind, api_key, version)
     if header is None:
         return None
     header_text, header_end = header
-    writer = _Writer(data, displays)
+    writer = _Writer(data, displays, generated)
     children, _ = writer.struct(body_plan)(body, header_end, writer)
     size = len(data) - 4
     return (f'{{"name":{_string(message_name(api_key, kind))},"type":"message","value":null,'
@@ -219,9 +219,11 @@ _NO_DISPLAYS: Mapping[str, Display] = {}
 class _Writer:
     """JSON text of one body's fields; integer displays by field name (the API's rules)."""
 
-    def __init__(self, data: bytes, displays: Mapping[str, Display]) -> None:
+    def __init__(self, data: bytes, displays: Mapping[str, Display],
+                 generated: dict[int, list[GeneratedValue]] | None = None) -> None:
         self.data = data  # the frame, for tagged fields and record batches
         self.displays = displays
+        self.generated = generated  # values computed from others, by the identity of their struct's values
         found = _WRITERS.get(id(displays))
         if found is None or found[0] is not displays:
             found = _WRITERS[id(displays)] = (displays, {})
@@ -313,7 +315,7 @@ class _Writer:
         return _node(name, label, "null", '"struct"', pos, end - pos, ",".join([presence, *children])), end - pos
 
     def tagged_fields(self, plan: StructPlan, pos: int) -> tuple[str, int]:
-        row = tagged_fields_row(self.data, self.displays, plan, pos)
+        row = tagged_fields_row(self.data, self.displays, self.generated or {}, plan, pos)
         return row_json(row), row[5]
 
     def records(self, f: FieldPlan, name: str, value: bytes | None, pos: int) -> tuple[str, int]:
@@ -347,7 +349,8 @@ def _compile_struct(plan: StructPlan, displays: Mapping[str, Display]) -> Struct
     """A function writing the struct's fields from `pos`: (their JSON texts, the struct's end).
 
     Fixed-size integers are written inline from constants; every other field by the writer."""
-    env: dict[str, Any] = {"_string": _string, "_length_prefixed": _length_prefixed}
+    env: dict[str, Any] = {"_string": _string, "_length_prefixed": _length_prefixed,
+                           "_insert_generated": _insert_generated}
     lines = ["def write(values, pos, w):", "    c = []", "    a = c.append"]
     for index, field in enumerate(plan.fields):
         name = f"N{index}"
@@ -376,13 +379,32 @@ def _compile_struct(plan: StructPlan, displays: Mapping[str, Display]) -> Struct
         env["PLAN"] = plan
         lines += ["    if w.data[pos]:", "        t, s = w.tagged_fields(PLAN, pos)", "        a(t)", "        pos += s",
                   "    else:", '        a(f"{TG}{pos}{TGT}")', "        pos += 1"]
-    lines.append("    return c, pos")
+    env["NAMES"] = tuple(f.name for f in plan.fields) + (("tagged_fields",) if plan.flexible else ())
+    lines += ["    g = w.generated", "    if g:", "        extra = g.get(id(values))",
+              "        if extra:", "            _insert_generated(c, NAMES, extra)", "    return c, pos"]
     env.update(D=',"display":"', O='","offset":', DQ=',"display":', OQ=',"offset":',
                TG='{"name":"tagged_fields","type":"uvarint","value":0,"display":"0","offset":',
                TGT=',"size":1,"children":[]}')
     exec("\n".join(lines), env)  # source made above from the plan's names
     writer: StructWriter = env["write"]
     return writer
+
+
+def _insert_generated(children: list[str], names: tuple[str, ...], extra: list[GeneratedValue]) -> None:
+    """Each value computed from others after the field it follows, at that field's offset (as rows place them)."""
+    placed: list[str | None] = list(names)  # the fields' names; None for what was inserted
+    for item in extra:
+        for index, name in enumerate(placed):
+            if name == item.after:
+                text = children[index]
+                start = text.index('"offset":') + 9  # its own: keys inside strings have their quotes escaped
+                offset = text[start:text.index(",", start)]
+                children.insert(index + 1, (
+                    f'{{"name":{_string(item.name)},"type":{_string(item.type)},'
+                    f'"value":{_dumps(json_value(item.value)).decode()},"display":{_string(str(item.value))},'
+                    f'"offset":{offset},"size":0,"children":[],"generated":true}}'))
+                placed.insert(index + 1, None)
+                break
 
 
 # how a struct writer writes a field of each kind other than fixed-size integers
