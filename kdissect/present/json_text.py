@@ -32,7 +32,7 @@ from kdissect.apis import APIS, request_header_version, response_header_version
 from kdissect.decode import record_nodes
 from kdissect.decode import records as rec
 from kdissect.decode.dissect import message_name
-from kdissect.decode.generated import struct_decoder
+from kdissect.decode.generated import StructDecoder, struct_decoder
 from kdissect.decode.interpreter import hex_display
 from kdissect.decode.record_nodes import (
     BATCH_FIELDS,
@@ -162,23 +162,36 @@ _HEADER_NAME = {"request": "RequestHeader", "response": "ResponseHeader"}
 
 
 def _header_json(data: bytes, kind: str, api_key: int, version: int) -> tuple[str, int] | None:
+    found = _header_kind(kind, api_key, version)
+    if found is None:
+        return None
+    decoder, header_struct, api_key_text, head = found
+    values, end = decoder(data, 4, len(data))
+    writer = _Writer(data, _NO_DISPLAYS)
+    children, _ = writer.struct(header_struct)(values, 4, writer)
+    if kind == "request":
+        if values[header_struct.fields[0].name] != api_key:
+            return None
+        children[0] = api_key_text
+    return f'{head}{end - 4},"children":[{",".join(children)}]}}', end
+
+
+@functools.cache
+def _header_kind(kind: str, api_key: int, version: int) -> tuple[StructDecoder, StructPlan, str, str] | None:
+    """A message header's decoder, plan, the JSON of a request's api key and the header's up to its size."""
     header_version = (request_header_version if kind == "request" else response_header_version)(api_key, version)
     header_struct = header_plan(kind, header_version).body
     decoder = struct_decoder(header_struct)
     if decoder is None:
         return None
-    values, end = decoder(data, 4, len(data))
-    writer = _Writer(data, _NO_DISPLAYS)
-    children, _ = writer.struct(header_struct)(values, 4, writer)
-    if kind == "request":
-        first = header_struct.fields[0]
-        value = values[first.name]
-        api = APIS.get(value)
-        shown = f"{value} ({api.name if api else 'unknown API'})"
-        children[0] = (f'{{"name":{_string(first.name)},"type":{_string(first.label)},"value":{value},'
-                       f'"display":{_string(shown)},"offset":4,"size":{first.codec.size},"children":[]}}')
-    return (f'{{"name":"{_HEADER_NAME[kind]}","type":"header","value":null,"display":"v{header_version}",'
-            f'"offset":4,"size":{end - 4},"children":[{",".join(children)}]}}'), end
+    first = header_struct.fields[0]
+    api = APIS.get(api_key)
+    shown = f"{api_key} ({api.name if api else 'unknown API'})"
+    api_key_text = (f'{{"name":{_string(first.name)},"type":{_string(first.label)},"value":{api_key},'
+                    f'"display":{_string(shown)},"offset":4,"size":{first.codec.size},"children":[]}}')
+    head = (f'{{"name":"{_HEADER_NAME[kind]}","type":"header","value":null,"display":"v{header_version}",'
+            f'"offset":4,"size":')
+    return decoder, header_struct, api_key_text, head
 
 
 def _string(text: str) -> str:
