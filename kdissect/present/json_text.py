@@ -4,13 +4,13 @@
 rows, turning each row into a dict and the dicts into text costs three objects
 per node; here a body the fast path decoded is written as text at once: per
 struct plan a generated function writes its fields (names, types and the JSON
-around them pre-serialized), record batches are written from their decoded
-values by one routine, and anything unusual (tagged fields present, values the
-API's meaning computes, legacy messages, float fields) is written from its rows
-exactly as before. A body this module does not take gives None, and the caller
-writes the tree the usual way, so the text is byte for byte what
-`orjson.dumps(rows_record(rows, about=False))` writes (a test compares them on
-every message of every capture).
+around them pre-serialized), and an ordinary record batch (magic 2, correct
+CRC, no control records) is read and written in one pass from its bytes.
+Anything unusual (tagged fields present, control batches, legacy messages,
+float fields) is written from its rows exactly as before, and a body this
+module does not take gives None, so the caller writes the tree the usual way:
+the text is byte for byte what `orjson.dumps(rows_record(rows, about=False))`
+writes (a test compares them on every message of every capture).
 
 Wire text is written as it is (not yet ASCII): the caller escapes the whole line.
 """
