@@ -202,14 +202,16 @@ def _string(text: str) -> str:
 
 
 class _Quoted(dict[str, str]):
-    """Constant texts (types, names) as JSON strings, each written once."""
+    """Texts that recur (types, names, client ids) as JSON strings, each written once."""
 
     def __missing__(self, text: str) -> str:
-        quoted = self[text] = _string(text)
+        quoted = _string(text)
+        if len(self) < 65536:  # client ids come from the wire: a hostile capture must not grow it
+            self[text] = quoted
         return quoted
 
 
-_QUOTED = _Quoted()
+QUOTED = _QUOTED = _Quoted()
 
 
 def _node(name: str, kind: str, value: str, display: str, offset: int, size: int, children: str = "") -> str:
@@ -261,8 +263,9 @@ class _Writer:
             shown = '"true"' if value else '"false"'
             return _node(name, _QUOTED[f.label], _dumps(json_value(value)).decode(), shown, pos, 1), 1
         if kind is Kind.UUID:
-            return _node(name, _QUOTED[f.label], _dumps(json_value(value)).decode(), _string(str(value)), pos,
-                         16), 16
+            text = f'"{value}"' if type(value) is uuid.UUID else _dumps(json_value(value)).decode()
+            return _node(name, _QUOTED[f.label], text, text if type(value) is uuid.UUID else _string(str(value)),
+                         pos, 16), 16
         if kind is Kind.RECORDS:
             return self.records(f, name, value, pos)
         raise _NotWritten(kind)  # integers outside structs' fixed runs, floats: the rows
@@ -742,4 +745,4 @@ def _timestamp(milliseconds: int) -> str:
     return _string(timestamp_display(milliseconds))
 
 
-__all__ = ["entries_json", "json_value", "message_tree_json", "row_json", "rows_records", "rows_records_about"]
+__all__ = ["QUOTED", "entries_json", "json_value", "message_tree_json", "row_json", "rows_records", "rows_records_about"]

@@ -14,6 +14,9 @@ from kdissect.ingest.net import format_address
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.present.json_text import (
+    QUOTED as _QUOTED,
+)
+from kdissect.present.json_text import (
     json_value,
     message_tree_json,
     rows_records,
@@ -143,18 +146,23 @@ def message_head_json(message: Message) -> str:
     time = f"{whole}.{fraction:09d}" if whole >= 0 else CaptureTime(frame.last_ns).exact()
     return (f'{{"number":{_int(message.number)},"frame":{_int(frame.last_packet)},"time":{time},'
             f'"stream":{_int(connection.index)},{ends[1] if message.is_request else ends[2]},'
-            f'"direction":{_dumps(str(frame.direction)).decode()},"api_key":{_int(message.api_key)},'
-            f'"api_name":{_dumps(message.api_name).decode()},"api_version":{_int(message.api_version)},'
-            f'"correlation_id":{_int(message.correlation_id)},"client_id":{_dumps(message.client_id).decode()},'
+            f'"direction":{_QUOTED[str(frame.direction)]},"api_key":{_int(message.api_key)},'
+            f'"api_name":{_text(message.api_name)},"api_version":{_int(message.api_version)},'
+            f'"correlation_id":{_int(message.correlation_id)},"client_id":{_text(message.client_id)},'
             f'"length":{_int(message.length)},"pair":{"null" if pair is None else _int(pair.number)},'
             f'"latency_ms":{"null" if latency is None else _dumps(round(latency * 1000.0, 6)).decode()},'
             f'"tls":{_dumps(connection.tls).decode()},'
             f'"notes":{_dumps([note_record(n) for n in notes]).decode() if notes else "[]"},'
-            f'"file":{_dumps(message.file).decode()}')
+            f'"file":{_text(message.file)}')
 
 
 _ENDS: dict[int, tuple[object, str, str]] = {}  # a connection's src and dst, each way, as JSON
 _dumps = orjson.dumps
+
+
+def _text(value: str | None) -> str:
+    """A string (or None) as JSON, as orjson writes it."""
+    return _QUOTED[value] if type(value) is str else _dumps(value).decode()
 
 
 def _int(value: int | None) -> str:
