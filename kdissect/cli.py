@@ -703,9 +703,11 @@ def tree_json(message: Message, *, about: bool) -> str:
     """The JSON of one message's tree, ASCII, as `message_json` writes it under "tree"."""
     import orjson
 
+    from kdissect.present.json_text import message_tree_json
     from kdissect.present.records import ascii_json, message_tree_record
 
-    return ascii_json(orjson.dumps(message_tree_record(message, about=about)).decode())
+    tree = None if about else message_tree_json(message)  # an ordinary body: written at once
+    return ascii_json(orjson.dumps(message_tree_record(message, about=about)).decode() if tree is None else tree)
 
 
 def message_json_with_tree(message: Message, tree: str) -> str:

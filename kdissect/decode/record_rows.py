@@ -39,7 +39,7 @@ def entries_rows(data: bytes, start: int, end: int) -> list[Row] | None:
     entries = rec.decode_records(data, start, end, max_decompressed=rec.MAX_DECOMPRESSED_BYTES)
     rows: list[Row] = []
     for index, entry in enumerate(entries):
-        if not _clean(entry):
+        if not clean_entry(entry):
             return None
         if isinstance(entry, RecordBatch):
             rows.append(_batch_row(entry, data, index))
@@ -49,10 +49,10 @@ def entries_rows(data: bytes, start: int, end: int) -> list[Row] | None:
     return rows
 
 
-def _clean(entry: Entry) -> bool:
+def clean_entry(entry: Entry) -> bool:
     if entry.notes or not isinstance(entry, RecordBatch | LegacyMessage):
         return False
-    return not isinstance(entry, LegacyMessage) or all(_clean(inner) for inner in entry.inner)
+    return not isinstance(entry, LegacyMessage) or all(clean_entry(inner) for inner in entry.inner)
 
 
 # -- magic 2 ---------------------------------------------------------------------------
@@ -264,4 +264,7 @@ def _undecoded(body: bytes, start: int, end: int) -> Row:
             "bytes not decoded after a problem (see the notes)", None, False)
 
 
-__all__ = ["entries_rows"]
+batch_row = _batch_row
+legacy_message_row = _message_row
+
+__all__ = ["batch_row", "clean_entry", "entries_rows", "legacy_message_row"]

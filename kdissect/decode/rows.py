@@ -14,6 +14,7 @@ every capture); bodies the fast path refused are never laid out here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from kdissect.apis import APIS, request_header_version, response_header_version
@@ -124,6 +125,12 @@ def _message_row(data: bytes, kind: str, api_key: int, version: int, header: Row
         header,
         body,
     ], False)
+
+
+def tagged_fields_row(data: bytes, displays: Mapping[str, Display], generated: dict[int, list[GeneratedValue]],
+                      plan: StructPlan, pos: int) -> Row:
+    """The row of a struct's tagged-field block at `pos` that is not empty."""
+    return _Layout(data, displays, generated).tagged_fields(plan, pos)
 
 
 def _api_key_row(row: Row) -> Row:
@@ -371,4 +378,4 @@ def _insert_generated(rows: list[Row], extra: list[GeneratedValue]) -> None:
 
 
 __all__ = ["ABOUT", "CHILDREN", "DISPLAY", "GENERATED", "NAME", "OFFSET", "SIZE", "TYPE", "VALUE", "Row",
-           "message_rows", "raw_message_rows", "uvarint_size"]
+           "message_rows", "raw_message_rows", "tagged_fields_row", "uvarint_size"]

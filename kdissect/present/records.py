@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import codecs
-import math
 import re
-import uuid
 from typing import Any
 
 import orjson
@@ -15,6 +13,15 @@ from kdissect.decode.tree import Node
 from kdissect.ingest.net import format_address
 from kdissect.notes import Note
 from kdissect.pair.message import Message
+from kdissect.present.json_text import (
+    QUOTED as _QUOTED,
+)
+from kdissect.present.json_text import (
+    json_value,
+    message_tree_json,
+    rows_records,
+    rows_records_about,
+)
 
 # The columns of a message record, in order; `tree` is added by JSON output.
 MESSAGE_COLUMNS = (
@@ -97,40 +104,7 @@ def tree_record(node: Node, *, about: bool = True) -> dict[str, Any]:
 
 def rows_record(row: Row, *, about: bool = True) -> dict[str, Any]:
     """The same record as `tree_record`, from a tree laid out as rows (which carry no notes)."""
-    return (_rows_records_about if about else _rows_records)([row])[0]
-
-
-# Most rows are leaves: each list of children is one call, its leaves made inline. The
-# two loops differ only in `about`, placed before `children`: one loop with a test per
-# row would cost every JSON line, and `about` is rarely asked for.
-
-
-def _rows_records(rows: list[Row]) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    append = records.append
-    for name, kind, value, display, offset, size, _, children, generated in rows:
-        if value is not None and type(value) is not int and type(value) is not str:
-            value = json_value(value)
-        record = {"name": name, "type": kind, "value": value, "display": display, "offset": offset, "size": size,
-                  "children": _rows_records(children) if children else []}
-        if generated:
-            record["generated"] = True
-        append(record)
-    return records
-
-
-def _rows_records_about(rows: list[Row]) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    append = records.append
-    for name, kind, value, display, offset, size, about, children, generated in rows:
-        if value is not None and type(value) is not int and type(value) is not str:
-            value = json_value(value)
-        record = {"name": name, "type": kind, "value": value, "display": display, "offset": offset, "size": size,
-                  "about": about, "children": _rows_records_about(children) if children else []}
-        if generated:
-            record["generated"] = True
-        append(record)
-    return records
+    return (rows_records_about if about else rows_records)([row])[0]
 
 
 def message_tree_record(message: Message, *, about: bool = False) -> dict[str, Any]:
@@ -141,6 +115,9 @@ def message_tree_record(message: Message, *, about: bool = False) -> dict[str, A
 
 def message_json(message: Message, *, about: bool = False) -> str:
     """One message with its whole tree as one line of JSON (ASCII: wire text is escaped)."""
+    tree = None if about else message_tree_json(message)  # an ordinary body: written at once
+    if tree is not None:
+        return ascii_json(f'{message_head_json(message)},"tree":{tree}}}')
     record = message_record(message)
     record["tree"] = message_tree_record(message, about=about)
     time, record["time"] = record["time"], 0
@@ -149,6 +126,48 @@ def message_json(message: Message, *, about: bool = False) -> str:
     # would round it). `number` and `frame` come first, so the first "time" is this one.
     text = text.replace('"time":0', f'"time":{time.exact()}', 1)
     return ascii_json(text)
+
+
+def message_head_json(message: Message) -> str:
+    """`message_record` as `message_json` writes it (wire text not yet ASCII), without its closing brace."""
+    frame = message.frame
+    connection = frame.connection
+    ends = _ENDS.get(id(connection))
+    if ends is None or ends[0] is not connection:
+        if len(_ENDS) > 4096:
+            _ENDS.clear()
+        client, server = _dumps(format_address(connection.client)).decode(), _dumps(
+            format_address(connection.server)).decode()
+        ends = _ENDS[id(connection)] = (connection, f'"src":{client},"dst":{server}', f'"src":{server},"dst":{client}')
+    latency = message.latency
+    pair = message.pair
+    notes = message.all_notes()
+    whole, fraction = divmod(frame.last_ns, 1_000_000_000)
+    time = f"{whole}.{fraction:09d}" if whole >= 0 else CaptureTime(frame.last_ns).exact()
+    return (f'{{"number":{_int(message.number)},"frame":{_int(frame.last_packet)},"time":{time},'
+            f'"stream":{_int(connection.index)},{ends[1] if message.is_request else ends[2]},'
+            f'"direction":{_QUOTED[str(frame.direction)]},"api_key":{_int(message.api_key)},'
+            f'"api_name":{_text(message.api_name)},"api_version":{_int(message.api_version)},'
+            f'"correlation_id":{_int(message.correlation_id)},"client_id":{_text(message.client_id)},'
+            f'"length":{_int(message.length)},"pair":{"null" if pair is None else _int(pair.number)},'
+            f'"latency_ms":{"null" if latency is None else _dumps(round(latency * 1000.0, 6)).decode()},'
+            f'"tls":{_dumps(connection.tls).decode()},'
+            f'"notes":{_dumps([note_record(n) for n in notes]).decode() if notes else "[]"},'
+            f'"file":{_text(message.file)}')
+
+
+_ENDS: dict[int, tuple[object, str, str]] = {}  # a connection's src and dst, each way, as JSON
+_dumps = orjson.dumps
+
+
+def _text(value: str | None) -> str:
+    """A string (or None) as JSON, as orjson writes it."""
+    return _QUOTED[value] if type(value) is str else _dumps(value).decode()
+
+
+def _int(value: int | None) -> str:
+    """An integer (or None) as JSON, as orjson writes it."""
+    return str(value) if type(value) is int else _dumps(value).decode()
 
 
 def ascii_json(text: str) -> str:
@@ -179,14 +198,5 @@ _JSON_ESCAPES = "kdissect-json-escapes"
 codecs.register_error(_JSON_ESCAPES, _json_escapes)
 
 
-def json_value(value: Any) -> Any:
-    """A decoded value as JSON: UUIDs canonical, bytes as hex, non-finite floats as text."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).hex()
-    return str(value)
+__all__ = ["MESSAGE_COLUMNS", "CaptureTime", "ascii_json", "json_value", "message_head_json", "message_json", "message_record",
+           "message_tree_record", "note_record", "rows_record", "tree_record"]
