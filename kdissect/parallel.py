@@ -3,17 +3,24 @@
 The messages come back exactly as `pipeline.read_messages` gives them in one process:
 the same numbers, connections, pairs, notes and order.
 
-How the work is shared. Every worker reads the whole capture (reading packets is a
-small part of the work) and decodes each packet's TCP header, but reassembles, frames
-and decodes only the connections of its share: those whose 4-tuple's bucket
-(`reassembly.flow_bucket`, a CRC of both endpoints) modulo N is its index. A
-connection, with every 4-tuple reuse of it, lives in exactly one worker. What ties
-connections together in one process is only capture time and the capture's end
-(`ConnectionTracker.tick` runs on every packet in every worker) and the order of
-closings those fix; both are keyed below, so no worker needs another's state. Since
-every worker passes by every packet of the others' shares, it remembers their Ethernet
-IPv4 4-tuples as the packet's own bytes: such a packet costs a slice and a look-up,
-not a decoding of its headers.
+How the work is shared. A worker reassembles, frames and decodes only the connections of
+its share: those whose 4-tuple's bucket (`reassembly.flow_bucket`, a CRC of both
+endpoints) it owns. A connection, with every 4-tuple reuse of it, lives in exactly one
+worker. What ties connections together in one process is only capture time and the
+capture's end (`ConnectionTracker.tick` runs on every packet in every worker) and the
+order of closings those fix; both are keyed below, so no worker needs another's state.
+
+One classic pcap file (the usual case) is indexed first, alike in every worker
+(`_SharePlan`: record headers walked in chunks, each plain Ethernet IPv4 TCP packet's
+bucket found with numpy): the buckets are dealt out so that the workers get about the
+same bytes, and a worker then reads only its own records and those no index can place
+(decoded and placed as below). The others' records only move capture time on: their
+times are in the index, so a worker ticks its connections' clock at the packet one
+process would, without reading it. Other inputs (several files, pcapng, compressed,
+irregular records) are read whole by every worker, bucket modulo N placing each
+connection; since every worker then passes by every packet of the others' shares, it
+remembers their Ethernet IPv4 4-tuples as the packet's own bytes: such a packet costs a
+slice and a look-up, not a decoding of its headers.
 
 What comes back. Each worker sends, in batches over its own pipe, the events one
 process would make, in its order: a connection found to be Kafka, a frame, a
@@ -86,7 +93,13 @@ from operator import itemgetter
 from typing import Any
 
 from kdissect.decode.schema import DefinitionSource, active_sources, set_sources
-from kdissect.ingest.capture import CaptureError, CaptureRecord
+from kdissect.ingest.capture import (
+    CaptureError,
+    CaptureRecord,
+    NotIndexable,
+    PcapIndex,
+    RecordChunk,
+)
 from kdissect.ingest.connections import KafkaConnections, _server_port
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Connection, Direction, Frame
@@ -111,6 +124,7 @@ BATCH_EVENTS = 256  # events a worker sends at once
 AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
 RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data for progress
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
+PACKET_COST = 256  # what a packet costs a worker beyond its bytes, in bytes, when shares are weighed
 END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
 
@@ -486,12 +500,18 @@ class _Worker:
         self.masked = mask_secrets(_each(self.to_mask), show_secrets=options["show_secrets"])
         self._others: set[bytes] = set()  # Ethernet IPv4 4-tuples of other shares, as packet bytes
         self._mine: set[tuple[bytes, int, bytes, int]] = set()  # 4-tuples of this share
+        self.owner = [bucket % jobs for bucket in range(CLOSED_BUCKETS)]  # the worker of each bucket
 
     def run(self, paths: list[str]) -> None:
         first = self.index == 0
-        records = merged_records(paths, self.origins, self.pending.append if first else None,
-                                 self._unreadable if first else _skip)
-        self._share(records)
+        plan = _SharePlan.of(paths, self.jobs)
+        if plan is not None:
+            self.owner = plan.owner
+            self._share_indexed(plan)
+        else:
+            records = merged_records(paths, self.origins, self.pending.append if first else None,
+                                     self._unreadable if first else _skip)
+            self._share(records)
         self._flush((END, -1, 0, 0))
         self.tracker.finish()
         self._flush(self.key)
@@ -533,6 +553,69 @@ class _Worker:
             if pending:
                 flush(self.key)
 
+    def _share_indexed(self, plan: _SharePlan) -> None:
+        """`_share` over an indexed file: the records of this share, and those no index
+        can place (not plain Ethernet IPv4 TCP: decoded and placed as `_share` does).
+        The others' records only move capture time on (`_ticks`)."""
+        import numpy as np
+
+        tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
+        segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
+        first = self.index == 0
+        data, linktype = plan.index.data, plan.index.linktype
+        for chunk, buckets in plan.chunks():
+            timestamps = chunk.timestamps
+            if chunk.first == 0 and len(timestamps) and first:
+                self._event((0, 0, 0, 0), "start", int(timestamps[0]))
+            owners = np.asarray(plan.owner, dtype=np.int8)[buckets]
+            mine = np.flatnonzero((buckets < 0) | (owners == self.index))
+            highest = np.maximum.accumulate(timestamps)
+            previous = -1
+            for at, start, captured, timestamp, original, placed in zip(
+                    mine.tolist(), chunk.starts[mine].tolist(), chunk.captured[mine].tolist(),
+                    timestamps[mine].tolist(), chunk.original[mine].tolist(), (buckets[mine] >= 0).tolist(),
+                    strict=True):
+                if ending and at > previous + 1:
+                    self._ticks(chunk, highest, previous + 1, at)
+                previous = at
+                number = chunk.first + at + 1
+                self.key = (number, 0, 0, 0)
+                raw = decode_tcp(linktype, data[start:start + captured], original)
+                if raw is None:
+                    if first:
+                        kafka.not_tcp(linktype)
+                elif placed or self._owns(raw):
+                    segment(number, timestamp, raw)
+                if ending and timestamp - ending[0][0] > grace:
+                    tracker.tick(timestamp)
+                if pending:
+                    flush(self.key)
+            if ending:
+                self._ticks(chunk, highest, previous + 1, len(timestamps))
+            if len(timestamps):
+                self.read = int(chunk.starts[-1] + chunk.captured[-1]) - 24
+
+    def _ticks(self, chunk: RecordChunk, highest: Any, start: int, stop: int) -> None:
+        """Capture time moves on at the chunk's records `start` to `stop` (of other
+        shares): each that one process would tick the connections' clock at, ticks it
+        here (`highest`: the highest time up to each record, to pass most by at once)."""
+        import numpy as np
+
+        ending, grace, timestamps = self.tracker.ending, self.tracker.limits.acked_wait, chunk.timestamps
+        while ending and start < stop:
+            threshold = ending[0][0] + grace
+            if highest[stop - 1] <= threshold:
+                return
+            later = np.flatnonzero(timestamps[start:stop] > threshold)
+            if not len(later):
+                return
+            at = start + int(later[0])
+            self.key = (chunk.first + at + 1, 0, 0, 0)
+            self.tracker.tick(int(timestamps[at]))
+            if self.pending:
+                self._flush(self.key)
+            start = at + 1
+
     def _owns(self, raw: RawSegment) -> bool:
         """Whether this worker's share holds the segment's connection. An Ethernet IPv4
         4-tuple of another share is remembered, as its bytes in the packet, so that its
@@ -541,7 +624,7 @@ class _Worker:
         flow = raw[:4]
         if flow in self._mine:
             return True
-        if flow_bucket(flow) % self.jobs == self.index:
+        if self.owner[flow_bucket(flow)] == self.index:
             if len(self._mine) < MAX_REMEMBERED:
                 self._mine.add(flow)
             return True
@@ -626,6 +709,91 @@ def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str,
 def _send(pipe: Pipe, message: tuple[str, Any]) -> None:
     with contextlib.suppress(OSError, ValueError):  # the parent may be gone
         pipe.send(message)
+
+
+class _SharePlan:
+    """Which worker reads each record of a capture file that can be indexed (one classic pcap
+    file, `PcapIndex`), computed alike in every worker from the file alone.
+
+    Each record that is a plain Ethernet IPv4 TCP segment (what `_plain_tcp` checks, here
+    on a whole chunk of records at once) has its connection's bucket; the buckets go to
+    the workers so that each gets about the same bytes (heaviest first, to the least
+    loaded). The plan keeps one byte per record (its bucket, -1 when no index can say).
+    """
+
+    def __init__(self, index: PcapIndex, jobs: int) -> None:
+        import numpy as np
+
+        self.index = index
+        self.buckets: list[Any] = []
+        weights = np.zeros(CLOSED_BUCKETS)
+        known: dict[bytes, int] = {}
+        for chunk in index.chunks():
+            buckets = self._buckets(chunk, known)
+            self.buckets.append(buckets)
+            placed = buckets >= 0
+            weights += np.bincount(buckets[placed], weights=chunk.captured[placed] + PACKET_COST,
+                                   minlength=CLOSED_BUCKETS)
+        self.owner = balanced(weights.tolist(), jobs)
+
+    @classmethod
+    def of(cls, paths: list[str], jobs: int) -> _SharePlan | None:
+        if len(paths) != 1:
+            return None
+        try:
+            return cls(PcapIndex(paths[0]), jobs)
+        except NotIndexable:
+            return None
+
+    def chunks(self) -> Iterator[tuple[RecordChunk, Any]]:
+        """Each chunk of records with its buckets (the file is walked again)."""
+        return zip(self.index.chunks(), self.buckets, strict=True)
+
+    def _buckets(self, chunk: RecordChunk, known: dict[bytes, int]) -> Any:
+        import numpy as np
+
+        buckets = np.full(len(chunk.starts), -1, dtype=np.int8)
+        if self.index.linktype != 1:
+            return buckets
+        view = np.frombuffer(self.index.data, dtype=np.uint8)
+        long = np.flatnonzero(chunk.captured >= 48)
+        at = chunk.starts[long]
+
+        def byte(offset: int) -> Any:
+            return view[at + offset].astype(np.int64)
+
+        total, data_offset = byte(16) << 8 | byte(17), byte(46)
+        start = 34 + (data_offset >> 4) * 4
+        plain = ((byte(12) << 8 | byte(13)) == 0x0800) & (byte(14) == 0x45) & (byte(23) == 6)
+        plain &= ((byte(20) << 8 | byte(21)) & 0x3FFF) == 0
+        plain &= (data_offset >= 0x50) & (start <= 14 + total) & (start <= chunk.captured[long])
+        at, long = at[plain], long[plain]
+        flows = np.ascontiguousarray(view[at[:, None] + np.arange(26, 38)]).view("V12").ravel()
+        unique, inverse = np.unique(flows, return_inverse=True)
+        of_unique = np.array([_flow_bucket(bytes(flow), known) for flow in unique], dtype=np.int8)
+        buckets[long] = of_unique[inverse.ravel()] if len(unique) else -1
+        return buckets
+
+
+def _flow_bucket(flow: bytes, known: dict[bytes, int]) -> int:
+    """The bucket of a 4-tuple given as packet bytes 26 to 38 (addresses, then ports)."""
+    bucket = known.get(flow)
+    if bucket is None:
+        bucket = known[flow] = flow_bucket((flow[0:4], int.from_bytes(flow[8:10], "big"),
+                                            flow[4:8], int.from_bytes(flow[10:12], "big")))
+    return bucket
+
+
+def balanced(weights: list[float], jobs: int) -> list[int]:
+    """The worker of each bucket: the heaviest first, each to the least loaded worker (the
+    lowest index among equals), so that the workers' loads are about equal."""
+    loads = [0.0] * jobs
+    owner = [0] * len(weights)
+    for bucket in sorted(range(len(weights)), key=lambda b: (-weights[b], b)):
+        worker = min(range(jobs), key=lambda w: (loads[w], w))
+        owner[bucket] = worker
+        loads[worker] += weights[bucket]
+    return owner
 
 
 _IPV4_TCP_HEAD = struct.Struct(">12xHBxH2xHxB22xB")  # as net.decode_tcp's fast path reads it
