@@ -127,6 +127,7 @@ MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory sta
 PACKET_COST = 256  # what a packet costs a worker beyond its bytes, in bytes, when shares are weighed
 END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
+UNGUARDED = 87  # the exit code of a worker that found its script starting workers again
 
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
@@ -135,6 +136,17 @@ Key = tuple[int, int, int, int, int]
 
 class WorkerError(RuntimeError):
     """A worker process failed; the message says which and why."""
+
+
+def died(name: str, process: Any, work: str = "its share") -> WorkerError:
+    """The error for a worker process that ended before its work was done."""
+    process.join(timeout=5)
+    if process.exitcode == UNGUARDED:
+        return WorkerError(
+            "a script that reads with several jobs must do so under `if __name__ == \"__main__\":` "
+            "(each worker process imports the script, which would start workers again); "
+            "or pass jobs=1")
+    return WorkerError(f"{name} ended without finishing {work} (exit code {process.exitcode})")
 
 
 def default_jobs(sources: Sequence[CaptureSource]) -> int:
@@ -259,8 +271,14 @@ def worker_context(*uses: Any) -> Any:
 
     The server starts once per process, with the preloads of its first use. A worker
     also imports the main module of a script (multiprocessing's rule: a script that
-    starts workers needs the `if __name__ == "__main__":` guard).
+    starts workers needs the `if __name__ == "__main__":` guard). Without the guard, the
+    worker importing the script is back here: it ends at once, with the exit code
+    UNGUARDED, which the parent turns into one clear error (`died`) rather than
+    multiprocessing's traceback from every worker.
     """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # importing the script
+        sys.stderr.flush()
+        os._exit(UNGUARDED)
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
@@ -337,10 +355,7 @@ class _Team:
         while True:
             kind, payload = ahead.get()
             if kind == "gone":
-                self.processes[index].join(timeout=5)
-                code = self.processes[index].exitcode
-                raise WorkerError(f"worker {index} ended without finishing its share "
-                                  f"(exit code {code})") from None
+                raise died(f"worker {index}", self.processes[index]) from None
             if kind == "events":
                 batch, self.read[index] = payload
                 if self.progress is not None:

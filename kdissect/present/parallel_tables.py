@@ -48,6 +48,7 @@ from kdissect.pair.message import Message
 from kdissect.parallel import (
     Finished,
     WorkerError,
+    died,
     portable_definitions,
     use_definitions,
     worker_context,
@@ -133,8 +134,9 @@ class TableJobs:
             try:
                 kind, payload, seconds = pipe.recv()
             except (EOFError, OSError):
+                problem = died(f"table worker {index}", process, "its tables")
                 self.stop()
-                raise WorkerError(f"table worker {index} died") from None
+                raise problem from None
             if kind == "error":
                 self.stop()
                 raise WorkerError(f"table worker {index} failed: {payload}")
