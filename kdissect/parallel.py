@@ -49,7 +49,10 @@ nothing global.
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
 message of its share, paired, and once its share is read hands them to `finish`; the
 parent hands the results on with the capture's number of each message and index of
-each connection (`Finished`). `progress` hears of the bytes of packet records read, as
+each connection (`Finished`). A caller that may never need the messages themselves
+(`read_pcap`) uses `read_to_come`: the parent only keeps the events as they come and
+puts their keys in order; the messages are made from them, by the same merge, when
+first asked for (`MessagesToCome`). `progress` hears of the bytes of packet records read, as
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
@@ -132,6 +135,7 @@ UNGUARDED = 87  # the exit code of a worker that found its script starting worke
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
+Batch = list[tuple[Key, str, Any]]  # events of one worker, as it sends them
 
 
 class WorkerError(RuntimeError):
@@ -231,6 +235,72 @@ def read_messages(
             team.stop()
 
 
+def read_to_come(
+    sources: Sequence[CaptureSource],
+    jobs: int,
+    *,
+    ports: Iterable[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    report: Report | None = None,
+    show_secrets: bool = False,
+    preload: Iterable[str] = (),
+    finish: Finish,
+) -> tuple[MessagesToCome, Finished]:
+    """`read_messages` with `finish`, for a caller that may never need the messages
+    themselves (`read_pcap`, whose per-API tables the workers make): the same messages,
+    made only when first asked for (`MessagesToCome.get`).
+
+    Meanwhile the parent only keeps what the workers send, as it comes (no bound: it is
+    what the messages are made of), and puts the keys in order: the capture's number of
+    each message and index of each connection (for `Finished`), the capture-level notes
+    to `report`, in one process's order. Raises CaptureError and WorkerError as
+    `read_messages` does, once every worker has read its share.
+    """
+    if not 1 < jobs <= MAX_JOBS:
+        raise ValueError(f"jobs must be 2 to {MAX_JOBS} here, not {jobs}")
+    paths = [os.fspath(s) for s in sources]  # type: ignore[arg-type]
+    options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": MAX_FRAME_SIZE,
+               "max_held": MAX_HELD_BYTES, "show_secrets": show_secrets, "names": paths,
+               "definitions": portable_definitions()}
+    team = _Team(paths, jobs, options, None, finish, worker_context(finish, *preload), ahead=0)
+    try:
+        kept = [list(team.batches(index)) for index in range(jobs)]  # no bound: none waits for another
+        merged = _Merge(team, report, None, None, {}, keep_numbers=True)
+        merged.number(kept)
+        merged.finish(options)
+    except BaseException:
+        team.stop()
+        raise
+    if os.environ.get("KDISSECT_JOBS_CPU"):  # for benchmarks, as read_messages
+        workers = ", ".join(f"{s.get('cpu', 0.0):.2f}" for s in team.summaries)
+        print(f"kdissect: CPU seconds: parent {time.process_time():.2f}, workers {workers}", file=sys.stderr)
+    return MessagesToCome(team, kept), Finished(team, merged)
+
+
+class MessagesToCome:
+    """The messages of a capture the workers read (`read_to_come`), made from what they
+    sent, by the same merge as `read_messages`, when first asked for."""
+
+    def __init__(self, team: _Team, kept: list[list[Batch]]) -> None:
+        self.team, self.kept = team, kept
+        self.count = sum(1 for batches in kept for batch in batches for event in batch if event[1] == "frame")
+        self.messages: list[Message] | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def get(self) -> list[Message]:
+        if self.messages is None:
+            from kdissect.decode.values import cycle_collection_paused
+
+            merged = _Merge(self.team, None, _skip, None, {})
+            with cycle_collection_paused():
+                streams = [_replayed(worker, batches) for worker, batches in enumerate(self.kept)]
+                self.messages = list(pair_messages(merged.messages(streams)))
+            self.kept = []
+        return self.messages
+
+
 class Finished:
     """What each worker's `finish` made of its share (`read_messages`), and where its
     messages and connections are in the whole capture."""
@@ -309,7 +379,7 @@ class _Team:
     """The worker processes and the parent's end of their pipes."""
 
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
-                 prepare: Prepare | None, finish: Finish | None, context: Any) -> None:
+                 prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int = AHEAD_BATCHES) -> None:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
@@ -326,7 +396,7 @@ class _Team:
         self.read = [0] * jobs  # record bytes each worker had read when it sent its last batch merged
         # A reader thread per worker keeps its pipe drained, a few batches ahead of the merge,
         # so that a worker seldom waits for a parent the machine's other work holds up.
-        self.ahead = [queue.Queue[tuple[str, Any]](AHEAD_BATCHES) for _ in range(jobs)]
+        self.ahead = [queue.Queue[tuple[str, Any]](ahead) for _ in range(jobs)]  # 0: no bound
         self.stopping = threading.Event()
         self.readers = [threading.Thread(target=self._read, args=(index,), daemon=True,
                                          name=f"kdissect-reader-{index}") for index in range(jobs)]
@@ -373,6 +443,23 @@ class _Team:
             else:
                 raise WorkerError(f"worker {index} failed: {payload}")
 
+    def batches(self, index: int) -> Iterator[Batch]:
+        """One worker's batches of events, in its order (`events`, a batch at a time)."""
+        ahead = self.ahead[index]
+        while True:
+            kind, payload = ahead.get()
+            if kind == "events":
+                yield payload[0]
+                continue
+            if kind == "end":
+                self.summaries[index] = payload
+                return
+            if kind == "gone":
+                raise died(f"worker {index}", self.processes[index]) from None
+            if kind == "capture_error":
+                raise CaptureError(payload)
+            raise WorkerError(f"worker {index} failed: {payload}")
+
     def finished(self, index: int) -> tuple[Any, float]:
         """What worker `index` sent after its summary: its `finish` result and CPU seconds."""
         while True:
@@ -417,9 +504,11 @@ class _Merge:
         # per worker, with keep_numbers: the number of each message it sent, in its order
         self.numbers: list[list[int]] = [[] for _ in team.pipes] if keep_numbers else []
 
-    def messages(self) -> Iterator[Message]:
+    def messages(self, streams: Sequence[Iterable[tuple[Key, int, str, Any]]] | None = None) -> Iterator[Message]:
+        """The messages, numbered, from the workers' events (or `streams`: events kept)."""
         team = self.team
-        streams = [team.events(index) for index in range(len(team.pipes))]
+        if streams is None:
+            streams = [team.events(index) for index in range(len(team.pipes))]
         number = 0
         connections = self.connections
         numbers = self.numbers
@@ -450,6 +539,33 @@ class _Merge:
                 if self.unreadable is None:
                     raise CaptureError(event[1])
                 self.unreadable(event[0], CaptureError(event[1]))
+
+    def number(self, kept: list[list[Batch]]) -> None:
+        """From the batches of events kept of each worker: the capture's number of each
+        message, the connections in the order they were found, capture-level notes in order."""
+        frames: list[tuple[Key, int]] = []
+        others: list[tuple[Key, int, str, Any]] = []
+        for worker, batches in enumerate(kept):
+            for batch in batches:
+                found = [(item[0], worker) for item in batch if item[1] == "frame"]
+                frames += found
+                if len(found) < len(batch):  # connections found, notes: seldom
+                    others += [(key, worker, what, event) for key, what, event in batch
+                               if what != "frame" and what != "start"]
+        frames.sort()  # one sorted run per worker: merged
+        numbers = self.numbers
+        for number, (_key, worker) in enumerate(frames, 1):
+            numbers[worker].append(number)
+        others.sort(key=itemgetter(0))
+        for _key, worker, what, event in others:
+            if what == "open":
+                local, client, server, tls = event
+                self.connections[worker, local] = Connection(len(self.connections), client, server, tls)
+            elif what == "note":
+                if self.report is not None:
+                    self.report(event)
+            elif what == "unreadable":
+                raise CaptureError(event[1])
 
     def finish(self, options: dict[str, Any]) -> None:
         """The note of a capture in which no worker found Kafka, as one process makes it."""
@@ -823,6 +939,13 @@ def _plain_tcp(data: bytes) -> bool:
     start = 34 + (data_offset >> 4) * 4
     return (ethertype == 0x0800 and version_length == 0x45 and protocol == 6 and not fragment & 0x3FFF
             and data_offset >= 0x50 and start <= 14 + total and start <= len(data))
+
+
+def _replayed(worker: int, batches: list[Batch]) -> Iterator[tuple[Key, int, str, Any]]:
+    """A worker's batches kept, as `_Team.events` gives them."""
+    for batch in batches:
+        for key, what, event in batch:
+            yield key, worker, what, event
 
 
 def _each(queue: deque[Frame]) -> Iterator[Frame]:
