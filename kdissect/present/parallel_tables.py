@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from kdissect.decode.schema import DefinitionSource
 from kdissect.decode.values import cycle_collection_paused
@@ -192,7 +193,9 @@ def _early_table(name: str, messages: list[Message] | MessagesToCome,
     """Table `name` from the reading workers' parts: the capture's numbers and
     connections, only the messages kept, rows in message order."""
     total = sum(len(numbers) for _tables, numbers, _streams in parts)
-    kept = None if total == len(messages) or not isinstance(messages, list) else np.fromiter((m.number for m in messages), np.int64, len(messages))
+    kept = None
+    if isinstance(messages, list) and total != len(messages):
+        kept = np.fromiter((m.number for m in messages), np.int64, len(messages))
     frames = []
     for tables, numbers, stream_of in parts:
         part = tables.pop(name)  # each table is asked for once: the capture keeps it
@@ -200,9 +203,26 @@ def _early_table(name: str, messages: list[Message] | MessagesToCome,
         part = part.assign(number=number, stream=stream_of[part["stream"].to_numpy(dtype=np.int64)])
         frames.append(part if kept is None else part[np.isin(number, kept)])
     filled = [part for part in frames if len(part)] or frames[:1]
-    frame = pd.concat(filled, ignore_index=True) if len(filled) > 1 else filled[0]
+    frame, dtypes = _joined(filled, dtypes) if len(filled) > 1 else (filled[0], dtypes)
     frame = frame.take(np.argsort(frame["number"].to_numpy(), kind="stable")).reset_index(drop=True)
     return _categories_remade(frame, dtypes, appearance=False)
+
+
+def _joined(parts: list[pd.DataFrame], dtypes: dict[str, str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The parts one after the other, each categorical column whose parts are all
+    categorical joined by its categories (their sorted union, as one process makes them
+    over the whole column, without reading the values again); and the dtypes of the
+    columns still to be made categorical."""
+    joined = {}
+    for name, dtype in dtypes.items():
+        columns = [part[name] for part in parts]
+        if dtype == "category" and all(isinstance(column.dtype, pd.CategoricalDtype) for column in columns):
+            with contextlib.suppress(TypeError):  # categories of different types: made from the text
+                joined[name] = union_categoricals(columns, sort_categories=True, ignore_order=True)
+    frame = pd.concat([part.drop(columns=list(joined)) for part in parts], ignore_index=True)
+    for name, column in joined.items():
+        frame[name] = column
+    return frame[parts[0].columns], {name: dtype for name, dtype in dtypes.items() if name not in joined}
 
 
 def _put(pipe: Any, request: tuple[Any, ...], index: int) -> None:
