@@ -89,6 +89,7 @@ import struct
 import sys
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection as Pipe
@@ -261,8 +262,8 @@ def read_to_come(
     paths = [os.fspath(s) for s in sources]  # type: ignore[arg-type]
     options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": MAX_FRAME_SIZE,
                "max_held": MAX_HELD_BYTES, "show_secrets": show_secrets, "names": paths,
-               "definitions": portable_definitions()}
-    team = _Team(paths, jobs, options, None, finish, worker_context(finish, *preload), ahead=0)
+               "definitions": portable_definitions(), "hold": True}
+    team = _Team(paths, jobs, options, None, finish, worker_context(finish, *preload), ahead=0, duplex=True)
     try:
         kept = [list(team.batches(index)) for index in range(jobs)]  # no bound: none waits for another
         merged = _Merge(team, report, None, None, {}, keep_numbers=True)
@@ -274,7 +275,9 @@ def read_to_come(
     if os.environ.get("KDISSECT_JOBS_CPU"):  # for benchmarks, as read_messages
         workers = ", ".join(f"{s.get('cpu', 0.0):.2f}" for s in team.summaries)
         print(f"kdissect: CPU seconds: parent {time.process_time():.2f}, workers {workers}", file=sys.stderr)
-    return MessagesToCome(team, kept), Finished(team, merged)
+    finished = Finished(team, merged)
+    finished.keep = True  # the workers still hold the frames: `MessagesToCome` ends them
+    return MessagesToCome(team, kept), finished
 
 
 class MessagesToCome:
@@ -285,6 +288,7 @@ class MessagesToCome:
         self.team, self.kept = team, kept
         self.count = sum(1 for batches in kept for batch in batches for event in batch if event[1] == "frame")
         self.messages: list[Message] | None = None
+        weakref.finalize(self, team.stop)
 
     def __len__(self) -> int:
         return self.count
@@ -295,7 +299,11 @@ class MessagesToCome:
 
             merged = _Merge(self.team, None, _skip, None, {})
             with cycle_collection_paused():
-                streams = [_replayed(worker, batches) for worker, batches in enumerate(self.kept)]
+                try:
+                    held = [self.team.held(index) for index in range(len(self.kept))]
+                finally:
+                    self.team.stop()
+                streams = [_replayed(worker, batches, held[worker]) for worker, batches in enumerate(self.kept)]
                 self.messages = list(pair_messages(merged.messages(streams)))
             self.kept = []
         return self.messages
@@ -312,6 +320,7 @@ class Finished:
         for (worker, local), connection in merged.connections.items():
             self.streams[worker][local] = connection.index
         self.gathered: list[tuple[Any, float]] | None = None
+        self.keep = False  # whether the workers outlive their results (`read_to_come`)
 
     def results(self) -> list[tuple[Any, list[int], dict[int, int]]]:
         """Per worker: what `finish` returned, the capture's number of each message the
@@ -320,7 +329,10 @@ class Finished:
         if self.gathered is None:
             try:
                 self.gathered = [self.team.finished(index) for index in range(len(self.team.pipes))]
-            finally:
+            except BaseException:
+                self.team.stop()
+                raise
+            if not self.keep:
                 self.team.stop()
         return [(result, numbers, streams) for (result, _cpu), numbers, streams
                 in zip(self.gathered, self.numbers, self.streams, strict=True)]
@@ -379,12 +391,13 @@ class _Team:
     """The worker processes and the parent's end of their pipes."""
 
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
-                 prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int = AHEAD_BATCHES) -> None:
+                 prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int = AHEAD_BATCHES,
+                 duplex: bool = False) -> None:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
         for index in range(jobs):
-            receiver, sender = context.Pipe(duplex=False)
+            receiver, sender = context.Pipe(duplex=duplex)  # duplex: the parent asks too
             process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish),
                                       name=f"kdissect-worker-{index}", daemon=True)
             process.start()
@@ -459,6 +472,23 @@ class _Team:
             if kind == "capture_error":
                 raise CaptureError(payload)
             raise WorkerError(f"worker {index} failed: {payload}")
+
+    def held(self, index: int) -> list[Any]:
+        """The frame events worker `index` held back (`_Worker._serve_held`), in its order."""
+        pipe = self.pipes[index]
+        found: list[Any] = []
+        self.readers[index].join()  # its reader ends with the worker's tables (or its end)
+        try:
+            pipe.send("held")
+            while True:
+                kind, payload = pipe.recv()
+                if kind == "held_end":
+                    return found
+                if kind != "held":
+                    raise WorkerError(f"worker {index} failed: {payload}")
+                found += payload
+        except (EOFError, OSError):
+            raise died(f"worker {index}", self.processes[index], "its share") from None
 
     def finished(self, index: int) -> tuple[Any, float]:
         """What worker `index` sent after its summary: its `finish` result and CPU seconds."""
@@ -613,6 +643,7 @@ class _Worker:
                  prepare: Prepare | None, finish: Finish | None = None) -> None:
         self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
         self.kept: list[Message] = []  # with `finish`: every message of the share
+        self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
         self.options = options
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
         self.batch: list[tuple[Key, str, Any]] = []
@@ -656,6 +687,20 @@ class _Worker:
             kept, self.kept = self.kept, []
             result = self.finish(kept)
             self.pipe.send(("finished", (result, time.process_time())))
+        if self.held is not None:
+            self._serve_held()
+
+    def _serve_held(self) -> None:
+        """Wait until the parent asks for the frame events held back, then send them
+        (in batches, then "held_end"); or until the parent closes the pipe."""
+        try:
+            self.pipe.recv()
+        except (EOFError, OSError):
+            return
+        held, self.held = self.held or [], None
+        for start in range(0, len(held), BATCH_EVENTS):
+            self.pipe.send(("held", held[start:start + BATCH_EVENTS]))
+        self.pipe.send(("held_end", None))
 
     def _share(self, records: Iterator[CaptureRecord]) -> None:
         tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
@@ -805,10 +850,13 @@ class _Worker:
                 ready = self.prepare(message)
             if self.finish is not None:
                 self.kept.append(message)
-        self._event(key, "frame", (
-            frame.connection.index, message.is_request, frame.stream_offset,
-            frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
-            frame.complete, frame.notes, file, ready, *header))
+        event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
+                 frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
+                 frame.complete, frame.notes, file, ready, *header)
+        if self.held is not None:  # sent only when asked for (`_serve_held`): its key now
+            self.held.append(event)
+            event = None
+        self._event(key, "frame", event)
 
     def _event(self, key: tuple[int, int, int, int], what: str, event: Any) -> None:
         self.sequence += 1
@@ -941,11 +989,12 @@ def _plain_tcp(data: bytes) -> bool:
             and data_offset >= 0x50 and start <= 14 + total and start <= len(data))
 
 
-def _replayed(worker: int, batches: list[Batch]) -> Iterator[tuple[Key, int, str, Any]]:
-    """A worker's batches kept, as `_Team.events` gives them."""
+def _replayed(worker: int, batches: list[Batch], held: list[Any]) -> Iterator[tuple[Key, int, str, Any]]:
+    """A worker's batches kept, with the frame events it held back, as `_Team.events` gives them."""
+    frames = iter(held)
     for batch in batches:
         for key, what, event in batch:
-            yield key, worker, what, event
+            yield key, worker, what, next(frames) if what == "frame" else event
 
 
 def _each(queue: deque[Frame]) -> Iterator[Frame]:

@@ -3,6 +3,7 @@ are the tables one process makes, numbered as the capture is."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pandas as pd
@@ -81,7 +82,21 @@ def test_per_api_tables_need_no_messages_made_here_and_messages_are_made_when_as
         assert len(two) == len(one) and two.problems == one.problems
         same_api_tables(one, two)
         assert isinstance(two._messages, MessagesToCome)  # the tables needed only numbers
+        workers = two._messages.team.processes
+        assert all(worker.is_alive() for worker in workers)  # they hold the frames until asked
         assert [described(m) for m in two.message_list] == [described(m) for m in one.message_list]
+        assert not any(worker.is_alive() for worker in workers)
         if path != many:  # holes, unanswered requests, responses without their request
             assert sum(bool(m.notes) for m in two.message_list) > 10
         assert two.message(len(two)).number == len(two)
+
+
+def test_workers_holding_frames_end_with_the_capture(many: str) -> None:
+    capture = read_pcap(many, jobs=2)
+    workers = capture._messages.team.processes  # type: ignore[union-attr]
+    assert all(worker.is_alive() for worker in workers)
+    del capture
+    gc.collect()
+    for worker in workers:
+        worker.join(timeout=10)
+    assert not any(worker.is_alive() for worker in workers)
