@@ -90,7 +90,7 @@ import sys
 import threading
 import time
 import weakref
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection as Pipe
 from operator import itemgetter
@@ -116,7 +116,7 @@ from kdissect.ingest.reassembly import (
     flow_bucket,
 )
 from kdissect.ingest.reassembly import TcpConnection as _TcpConnection
-from kdissect.ingest.sasl import mask_secrets
+from kdissect.ingest.sasl import SecretMasker
 from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import Pairer, pair_messages
@@ -128,6 +128,7 @@ BATCH_EVENTS = 256  # events a worker sends at once
 AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
 RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data for progress
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
+KEPT_CHUNKS = 8  # chunks of the index kept from its first walk for the second (33 bytes a record)
 PACKET_COST = 256  # what a packet costs a worker beyond its bytes, in bytes, when shares are weighed
 END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
@@ -658,8 +659,7 @@ class _Worker:
         self.origins = PacketOrigins(options["names"])
         self.pairer = Pairer()
         self.numbered = 0
-        self.to_mask: deque[Frame] = deque()  # one frame at a time through one masking pass
-        self.masked = mask_secrets(_each(self.to_mask), show_secrets=options["show_secrets"])
+        self.mask = SecretMasker(show_secrets=options["show_secrets"])
         self._others: set[bytes] = set()  # Ethernet IPv4 4-tuples of other shares, as packet bytes
         self._mine: set[tuple[bytes, int, bytes, int]] = set()  # 4-tuples of this share
         self.owner = [bucket % jobs for bucket in range(CLOSED_BUCKETS)]  # the worker of each bucket
@@ -826,8 +826,7 @@ class _Worker:
             return
         for item in pending:
             if isinstance(item, Frame):
-                self.to_mask.append(item)
-                self._frame(key, next(self.masked))
+                self._frame(key, self.mask(item))
             elif isinstance(item, Connection):
                 self._event(key, "open", (item.index, item.client, item.server, item.tls))
             elif isinstance(item, Note):
@@ -897,7 +896,8 @@ class _SharePlan:
     Each record that is a plain Ethernet IPv4 TCP segment (what `_plain_tcp` checks, here
     on a whole chunk of records at once) has its connection's bucket; the buckets go to
     the workers so that each gets about the same bytes (heaviest first, to the least
-    loaded). The plan keeps one byte per record (its bucket, -1 when no index can say).
+    loaded). The plan keeps one byte per record (its bucket, -1 when no index can say),
+    and the first walk's chunks for the second only up to KEPT_CHUNKS of them.
     """
 
     def __init__(self, index: PcapIndex, jobs: int) -> None:
@@ -905,11 +905,14 @@ class _SharePlan:
 
         self.index = index
         self.buckets: list[Any] = []
+        self.kept: list[RecordChunk] | None = []  # the chunks, while they are few
         weights = np.zeros(CLOSED_BUCKETS)
         known: dict[bytes, int] = {}
         for chunk in index.chunks():
             buckets = self._buckets(chunk, known)
             self.buckets.append(buckets)
+            if self.kept is not None:
+                self.kept = [*self.kept, chunk] if len(self.kept) < KEPT_CHUNKS else None
             placed = buckets >= 0
             weights += np.bincount(buckets[placed], weights=chunk.captured[placed] + PACKET_COST,
                                    minlength=CLOSED_BUCKETS)
@@ -925,8 +928,10 @@ class _SharePlan:
             return None
 
     def chunks(self) -> Iterator[tuple[RecordChunk, Any]]:
-        """Each chunk of records with its buckets (the file is walked again)."""
-        return zip(self.index.chunks(), self.buckets, strict=True)
+        """Each chunk of records with its buckets (the file walked again, unless the chunks
+        were few enough to keep)."""
+        kept, self.kept = self.kept, None
+        return zip(self.index.chunks() if kept is None else kept, self.buckets, strict=True)
 
     def _buckets(self, chunk: RecordChunk, known: dict[bytes, int]) -> Any:
         import numpy as np
@@ -995,11 +1000,6 @@ def _replayed(worker: int, batches: list[Batch], held: list[Any]) -> Iterator[tu
     for batch in batches:
         for key, what, event in batch:
             yield key, worker, what, next(frames) if what == "frame" else event
-
-
-def _each(queue: deque[Frame]) -> Iterator[Frame]:
-    while True:
-        yield queue.popleft()
 
 
 def _skip(_index: int, _problem: CaptureError) -> None:

@@ -155,12 +155,13 @@ def worker_output(path: Path, index: int, jobs: int, owner: list[int] | None) ->
     return [*events, {k: v for k, v in summary.items() if k not in ("cpu", "read")}]
 
 
-@pytest.mark.parametrize("jobs", [2, 3])
+@pytest.mark.parametrize(("jobs", "chunk"), [(2, 50), (3, 400)])
 def test_a_worker_reading_by_the_index_sends_what_it_sends_reading_every_record(
-        many: Path, closing: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
-    """Chunks of 50 records: connections, closings on capture time and the ticks of other
-    shares' packets all cross chunk boundaries."""
-    monkeypatch.setattr(capture, "INDEX_CHUNK", 50)
+        many: Path, closing: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, chunk: int) -> None:
+    """Small chunks: connections, closings on capture time and the ticks of other shares'
+    packets all cross chunk boundaries; chunks of 50 records are too many to keep from the
+    first walk of the file, chunks of 400 are kept."""
+    monkeypatch.setattr(capture, "INDEX_CHUNK", chunk)
     for path in (many, many.with_name("lossy.pcap"), closing):
         plan = parallel._SharePlan.of([str(path)], jobs)
         assert plan is not None
