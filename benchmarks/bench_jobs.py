@@ -11,12 +11,16 @@ default), then times, each in a fresh process and best of `--repeat`:
 and prints a Markdown table with the wall-time speed-up, the load average before and
 after (the machine's other work counts: report it with the figures), and the CPU
 seconds of every process (KDISSECT_JOBS_CPU=1 makes --jobs report its workers'): for
--V one phase (parent, workers), for the tables two, separated by `;` (reading, then
-building the tables: the reading workers make the per-API tables once their share is
-read, and the parent's seconds are what it takes to renumber and merge their parts). From these comes the speed-up on idle cores, which a loaded
-machine's wall times cannot show (`idle_time`: reading, the busiest worker or all the
-phase's CPU seconds spread over the cores, whichever is longer; building tables, the
-parent's seconds plus the busiest worker's), against the CPU seconds of one job.
+-V one phase (parent, workers), for the tables three, separated by `;`: the start-up
+before any worker starts (Python and the imports); reading; building the tables (the
+reading workers make the per-API tables once their share is read, and the parent's
+seconds are what it takes to renumber and merge their parts; with several jobs,
+`read_pcap` makes its messages only when something else needs them: `all` pays for
+that). From these comes the speed-up on idle cores, which a loaded machine's wall
+times cannot show (`idle_time`: the start-up as it is; reading, the busiest worker or
+all the phase's CPU seconds spread over the cores, whichever is longer; building
+tables, the parent's seconds plus the busiest worker's), against the CPU seconds of
+one job.
 
     python benchmarks/bench_jobs.py --size-mb 100
 """
@@ -47,6 +51,7 @@ from kdissect.present import parallel_tables
 from kdissect.present.tables import TABLES
 
 def main():
+    started = time.process_time()  # Python and the imports: before any worker starts
     said = io.StringIO()
     with contextlib.redirect_stderr(said):  # the reading workers' CPU seconds (KDISSECT_JOBS_CPU)
         capture = read_pcap(sys.argv[1], jobs=int(sys.argv[2]))
@@ -56,7 +61,8 @@ def main():
     print(len(capture), rows)
     found = re.search(r"workers ([\\d., ]+)", said.getvalue())
     if found:
-        print("CPU seconds: parent %.2f, workers %s" % (read, found.group(1)), file=sys.stderr)
+        print("CPU seconds: startup %.2f" % started, file=sys.stderr)
+        print("CPU seconds: parent %.2f, workers %s" % (read - started, found.group(1)), file=sys.stderr)
     tables = list(parallel_tables.WORKER_CPU.values())
     if tables:
         print("CPU seconds: parent %.2f, workers %s" % (
@@ -67,7 +73,7 @@ if __name__ == "__main__":
 """
 
 
-CPU_LINE = re.compile(r"CPU seconds: parent ([\d.]+), workers ([\d., ]+)")
+CPU_LINE = re.compile(r"CPU seconds: (?:startup ([\d.]+)|parent ([\d.]+), workers ([\d., ]+))")
 Phases = list[list[float]]  # per phase: the parent's CPU seconds, then each worker's
 
 
@@ -84,7 +90,8 @@ def timed(command: list[str]) -> tuple[float, str, Phases]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if run.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed: {run.stderr.strip()}")
-    phases = [[float(found.group(1)), *(float(w) for w in found.group(2).split(","))]
+    phases = [[float(found.group(1))] if found.group(1) else
+              [float(found.group(2)), *(float(w) for w in found.group(3).split(","))]
               for found in CPU_LINE.finditer(run.stderr)]
     if not phases:
         phases = [[after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime]]
@@ -99,17 +106,20 @@ def best(command: list[str], repeat: int) -> tuple[float, str, Phases]:
 
 def idle_time(phases: Phases, cores: int) -> float:
     """The wall time these CPU seconds need on `cores` otherwise idle cores, phase after
-    phase. Reading (the first phase): the parent merges, numbers, pairs and writes while
-    the workers read, so the busiest worker, or all the phase's CPU seconds spread evenly
-    over the cores, whichever is longer. Building tables (a later phase): the parent
-    sends and gathers before and after the workers build, so its seconds add to the
-    busiest worker's. A phase of one process is its own CPU seconds."""
+    phase. Reading (the first phase of several processes): the parent merges, numbers,
+    pairs and writes while the workers read, so the busiest worker, or all the phase's
+    CPU seconds spread evenly over the cores, whichever is longer. Building tables (a
+    later phase): the parent sends and gathers before and after the workers build, so
+    its seconds add to the busiest worker's. A phase of one process (the start-up, before
+    any worker: Python and the imports) is its own CPU seconds."""
     total = 0.0
-    for index, (parent, *workers) in enumerate(phases):
+    reading = True
+    for parent, *workers in phases:
         if not workers:
             total += parent
-        elif index == 0:
+        elif reading:
             total += max(max(workers), (parent + sum(workers)) / cores)
+            reading = False
         else:
             total += parent + max(workers)
     return total

@@ -3,17 +3,24 @@
 The messages come back exactly as `pipeline.read_messages` gives them in one process:
 the same numbers, connections, pairs, notes and order.
 
-How the work is shared. Every worker reads the whole capture (reading packets is a
-small part of the work) and decodes each packet's TCP header, but reassembles, frames
-and decodes only the connections of its share: those whose 4-tuple's bucket
-(`reassembly.flow_bucket`, a CRC of both endpoints) modulo N is its index. A
-connection, with every 4-tuple reuse of it, lives in exactly one worker. What ties
-connections together in one process is only capture time and the capture's end
-(`ConnectionTracker.tick` runs on every packet in every worker) and the order of
-closings those fix; both are keyed below, so no worker needs another's state. Since
-every worker passes by every packet of the others' shares, it remembers their Ethernet
-IPv4 4-tuples as the packet's own bytes: such a packet costs a slice and a look-up,
-not a decoding of its headers.
+How the work is shared. A worker reassembles, frames and decodes only the connections of
+its share: those whose 4-tuple's bucket (`reassembly.flow_bucket`, a CRC of both
+endpoints) it owns. A connection, with every 4-tuple reuse of it, lives in exactly one
+worker. What ties connections together in one process is only capture time and the
+capture's end (`ConnectionTracker.tick` runs on every packet in every worker) and the
+order of closings those fix; both are keyed below, so no worker needs another's state.
+
+One classic pcap file (the usual case) is indexed first, alike in every worker
+(`_SharePlan`: record headers walked in chunks, each plain Ethernet IPv4 TCP packet's
+bucket found with numpy): the buckets are dealt out so that the workers get about the
+same bytes, and a worker then reads only its own records and those no index can place
+(decoded and placed as below). The others' records only move capture time on: their
+times are in the index, so a worker ticks its connections' clock at the packet one
+process would, without reading it. Other inputs (several files, pcapng, compressed,
+irregular records) are read whole by every worker, bucket modulo N placing each
+connection; since every worker then passes by every packet of the others' shares, it
+remembers their Ethernet IPv4 4-tuples as the packet's own bytes: such a packet costs a
+slice and a look-up, not a decoding of its headers.
 
 What comes back. Each worker sends, in batches over its own pipe, the events one
 process would make, in its order: a connection found to be Kafka, a frame, a
@@ -42,12 +49,17 @@ nothing global.
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
 message of its share, paired, and once its share is read hands them to `finish`; the
 parent hands the results on with the capture's number of each message and index of
-each connection (`Finished`). `progress` hears of the bytes of packet records read, as
+each connection (`Finished`). A caller that may never need the messages themselves
+(`read_pcap`) uses `read_to_come`: the parent only keeps the events as they come and
+puts their keys in order; the messages are made from them, by the same merge, when
+first asked for (`MessagesToCome`). `progress` hears of the bytes of packet records read, as
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
 (`BATCH_EVENTS`); the parent reads at most `AHEAD_BATCHES` batches of a worker ahead
-of the merge, then the pipe makes the worker wait. A worker that fails sends its
+of the merge, then the pipe makes the worker wait (with `read_to_come` the parent
+reads without bound, but only keys; the workers hold their frames, as the capture
+would); the index of a file costs a worker one byte per record. A worker that fails sends its
 error and the parent raises `WorkerError`; one that dies silently is found at the end
 of its pipe; both stop the other workers. Workers come from multiprocessing's
 `forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
@@ -79,14 +91,21 @@ import struct
 import sys
 import threading
 import time
-from collections import Counter, deque
+import weakref
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection as Pipe
 from operator import itemgetter
 from typing import Any
 
 from kdissect.decode.schema import DefinitionSource, active_sources, set_sources
-from kdissect.ingest.capture import CaptureError, CaptureRecord
+from kdissect.ingest.capture import (
+    CaptureError,
+    CaptureRecord,
+    NotIndexable,
+    PcapIndex,
+    RecordChunk,
+)
 from kdissect.ingest.connections import KafkaConnections, _server_port
 from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Connection, Direction, Frame
@@ -99,7 +118,7 @@ from kdissect.ingest.reassembly import (
     flow_bucket,
 )
 from kdissect.ingest.reassembly import TcpConnection as _TcpConnection
-from kdissect.ingest.sasl import mask_secrets
+from kdissect.ingest.sasl import SecretMasker
 from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import Pairer, pair_messages
@@ -111,16 +130,31 @@ BATCH_EVENTS = 256  # events a worker sends at once
 AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
 RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data for progress
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
+KEPT_CHUNKS = 8  # chunks of the index kept from its first walk for the second (33 bytes a record)
+PACKET_COST = 256  # what a packet costs a worker beyond its bytes, in bytes, when shares are weighed
 END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
+UNGUARDED = 87  # the exit code of a worker that found its script starting workers again
 
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
+Batch = list[tuple[Key, str, Any]]  # events of one worker, as it sends them
 
 
 class WorkerError(RuntimeError):
     """A worker process failed; the message says which and why."""
+
+
+def died(name: str, process: Any, work: str = "its share") -> WorkerError:
+    """The error for a worker process that ended before its work was done."""
+    process.join(timeout=5)
+    if process.exitcode == UNGUARDED:
+        return WorkerError(
+            "a script that reads with several jobs must do so under `if __name__ == \"__main__\":` "
+            "(each worker process imports the script, which would start workers again); "
+            "or pass jobs=1")
+    return WorkerError(f"{name} ended without finishing {work} (exit code {process.exitcode})")
 
 
 def default_jobs(sources: Sequence[CaptureSource]) -> int:
@@ -205,6 +239,79 @@ def read_messages(
             team.stop()
 
 
+def read_to_come(
+    sources: Sequence[CaptureSource],
+    jobs: int,
+    *,
+    ports: Iterable[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    report: Report | None = None,
+    show_secrets: bool = False,
+    preload: Iterable[str] = (),
+    finish: Finish,
+) -> tuple[MessagesToCome, Finished]:
+    """`read_messages` with `finish`, for a caller that may never need the messages
+    themselves (`read_pcap`, whose per-API tables the workers make): the same messages,
+    made only when first asked for (`MessagesToCome.get`).
+
+    Meanwhile the parent only keeps what the workers send, as it comes (no bound: it is
+    what the messages are made of), and puts the keys in order: the capture's number of
+    each message and index of each connection (for `Finished`), the capture-level notes
+    to `report`, in one process's order. Raises CaptureError and WorkerError as
+    `read_messages` does, once every worker has read its share.
+    """
+    if not 1 < jobs <= MAX_JOBS:
+        raise ValueError(f"jobs must be 2 to {MAX_JOBS} here, not {jobs}")
+    paths = [os.fspath(s) for s in sources]  # type: ignore[arg-type]
+    options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": MAX_FRAME_SIZE,
+               "max_held": MAX_HELD_BYTES, "show_secrets": show_secrets, "names": paths,
+               "definitions": portable_definitions(), "hold": True}
+    team = _Team(paths, jobs, options, None, finish, worker_context(finish, *preload), ahead=0, duplex=True)
+    try:
+        kept = [list(team.batches(index)) for index in range(jobs)]  # no bound: none waits for another
+        merged = _Merge(team, report, None, None, {}, keep_numbers=True)
+        merged.number(kept)
+        merged.finish(options)
+    except BaseException:
+        team.stop()
+        raise
+    if os.environ.get("KDISSECT_JOBS_CPU"):  # for benchmarks, as read_messages
+        workers = ", ".join(f"{s.get('cpu', 0.0):.2f}" for s in team.summaries)
+        print(f"kdissect: CPU seconds: parent {time.process_time():.2f}, workers {workers}", file=sys.stderr)
+    finished = Finished(team, merged)
+    finished.keep = True  # the workers still hold the frames: `MessagesToCome` ends them
+    return MessagesToCome(team, kept), finished
+
+
+class MessagesToCome:
+    """The messages of a capture the workers read (`read_to_come`), made from what they
+    sent, by the same merge as `read_messages`, when first asked for."""
+
+    def __init__(self, team: _Team, kept: list[list[Batch]]) -> None:
+        self.team, self.kept = team, kept
+        self.count = sum(1 for batches in kept for batch in batches for event in batch if event[1] == "frame")
+        self.messages: list[Message] | None = None
+        weakref.finalize(self, team.stop)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def get(self) -> list[Message]:
+        if self.messages is None:
+            from kdissect.decode.values import cycle_collection_paused
+
+            merged = _Merge(self.team, None, _skip, None, {})
+            with cycle_collection_paused():
+                try:
+                    held = [self.team.held(index) for index in range(len(self.kept))]
+                finally:
+                    self.team.stop()
+                streams = [_replayed(worker, batches, held[worker]) for worker, batches in enumerate(self.kept)]
+                self.messages = list(pair_messages(merged.messages(streams)))
+            self.kept = []
+        return self.messages
+
+
 class Finished:
     """What each worker's `finish` made of its share (`read_messages`), and where its
     messages and connections are in the whole capture."""
@@ -216,6 +323,7 @@ class Finished:
         for (worker, local), connection in merged.connections.items():
             self.streams[worker][local] = connection.index
         self.gathered: list[tuple[Any, float]] | None = None
+        self.keep = False  # whether the workers outlive their results (`read_to_come`)
 
     def results(self) -> list[tuple[Any, list[int], dict[int, int]]]:
         """Per worker: what `finish` returned, the capture's number of each message the
@@ -224,7 +332,10 @@ class Finished:
         if self.gathered is None:
             try:
                 self.gathered = [self.team.finished(index) for index in range(len(self.team.pipes))]
-            finally:
+            except BaseException:
+                self.team.stop()
+                raise
+            if not self.keep:
                 self.team.stop()
         return [(result, numbers, streams) for (result, _cpu), numbers, streams
                 in zip(self.gathered, self.numbers, self.streams, strict=True)]
@@ -245,8 +356,14 @@ def worker_context(*uses: Any) -> Any:
 
     The server starts once per process, with the preloads of its first use. A worker
     also imports the main module of a script (multiprocessing's rule: a script that
-    starts workers needs the `if __name__ == "__main__":` guard).
+    starts workers needs the `if __name__ == "__main__":` guard). Without the guard, the
+    worker importing the script is back here: it ends at once, with the exit code
+    UNGUARDED, which the parent turns into one clear error (`died`) rather than
+    multiprocessing's traceback from every worker.
     """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # importing the script
+        sys.stderr.flush()
+        os._exit(UNGUARDED)
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
@@ -277,12 +394,13 @@ class _Team:
     """The worker processes and the parent's end of their pipes."""
 
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
-                 prepare: Prepare | None, finish: Finish | None, context: Any) -> None:
+                 prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int = AHEAD_BATCHES,
+                 duplex: bool = False) -> None:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
         for index in range(jobs):
-            receiver, sender = context.Pipe(duplex=False)
+            receiver, sender = context.Pipe(duplex=duplex)  # duplex: the parent asks too
             process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish),
                                       name=f"kdissect-worker-{index}", daemon=True)
             process.start()
@@ -294,7 +412,7 @@ class _Team:
         self.read = [0] * jobs  # record bytes each worker had read when it sent its last batch merged
         # A reader thread per worker keeps its pipe drained, a few batches ahead of the merge,
         # so that a worker seldom waits for a parent the machine's other work holds up.
-        self.ahead = [queue.Queue[tuple[str, Any]](AHEAD_BATCHES) for _ in range(jobs)]
+        self.ahead = [queue.Queue[tuple[str, Any]](ahead) for _ in range(jobs)]  # 0: no bound
         self.stopping = threading.Event()
         self.readers = [threading.Thread(target=self._read, args=(index,), daemon=True,
                                          name=f"kdissect-reader-{index}") for index in range(jobs)]
@@ -323,10 +441,7 @@ class _Team:
         while True:
             kind, payload = ahead.get()
             if kind == "gone":
-                self.processes[index].join(timeout=5)
-                code = self.processes[index].exitcode
-                raise WorkerError(f"worker {index} ended without finishing its share "
-                                  f"(exit code {code})") from None
+                raise died(f"worker {index}", self.processes[index]) from None
             if kind == "events":
                 batch, self.read[index] = payload
                 if self.progress is not None:
@@ -343,6 +458,40 @@ class _Team:
                 raise CaptureError(payload)
             else:
                 raise WorkerError(f"worker {index} failed: {payload}")
+
+    def batches(self, index: int) -> Iterator[Batch]:
+        """One worker's batches of events, in its order (`events`, a batch at a time)."""
+        ahead = self.ahead[index]
+        while True:
+            kind, payload = ahead.get()
+            if kind == "events":
+                yield payload[0]
+                continue
+            if kind == "end":
+                self.summaries[index] = payload
+                return
+            if kind == "gone":
+                raise died(f"worker {index}", self.processes[index]) from None
+            if kind == "capture_error":
+                raise CaptureError(payload)
+            raise WorkerError(f"worker {index} failed: {payload}")
+
+    def held(self, index: int) -> list[Any]:
+        """The frame events worker `index` held back (`_Worker._serve_held`), in its order."""
+        pipe = self.pipes[index]
+        found: list[Any] = []
+        self.readers[index].join()  # its reader ends with the worker's tables (or its end)
+        try:
+            pipe.send("held")
+            while True:
+                kind, payload = pipe.recv()
+                if kind == "held_end":
+                    return found
+                if kind != "held":
+                    raise WorkerError(f"worker {index} failed: {payload}")
+                found += payload
+        except (EOFError, OSError):
+            raise died(f"worker {index}", self.processes[index], "its share") from None
 
     def finished(self, index: int) -> tuple[Any, float]:
         """What worker `index` sent after its summary: its `finish` result and CPU seconds."""
@@ -388,9 +537,11 @@ class _Merge:
         # per worker, with keep_numbers: the number of each message it sent, in its order
         self.numbers: list[list[int]] = [[] for _ in team.pipes] if keep_numbers else []
 
-    def messages(self) -> Iterator[Message]:
+    def messages(self, streams: Sequence[Iterable[tuple[Key, int, str, Any]]] | None = None) -> Iterator[Message]:
+        """The messages, numbered, from the workers' events (or `streams`: events kept)."""
         team = self.team
-        streams = [team.events(index) for index in range(len(team.pipes))]
+        if streams is None:
+            streams = [team.events(index) for index in range(len(team.pipes))]
         number = 0
         connections = self.connections
         numbers = self.numbers
@@ -421,6 +572,33 @@ class _Merge:
                 if self.unreadable is None:
                     raise CaptureError(event[1])
                 self.unreadable(event[0], CaptureError(event[1]))
+
+    def number(self, kept: list[list[Batch]]) -> None:
+        """From the batches of events kept of each worker: the capture's number of each
+        message, the connections in the order they were found, capture-level notes in order."""
+        frames: list[tuple[Key, int]] = []
+        others: list[tuple[Key, int, str, Any]] = []
+        for worker, batches in enumerate(kept):
+            for batch in batches:
+                found = [(item[0], worker) for item in batch if item[1] == "frame"]
+                frames += found
+                if len(found) < len(batch):  # connections found, notes: seldom
+                    others += [(key, worker, what, event) for key, what, event in batch
+                               if what != "frame" and what != "start"]
+        frames.sort()  # one sorted run per worker: merged
+        numbers = self.numbers
+        for number, (_key, worker) in enumerate(frames, 1):
+            numbers[worker].append(number)
+        others.sort(key=itemgetter(0))
+        for _key, worker, what, event in others:
+            if what == "open":
+                local, client, server, tls = event
+                self.connections[worker, local] = Connection(len(self.connections), client, server, tls)
+            elif what == "note":
+                if self.report is not None:
+                    self.report(event)
+            elif what == "unreadable":
+                raise CaptureError(event[1])
 
     def finish(self, options: dict[str, Any]) -> None:
         """The note of a capture in which no worker found Kafka, as one process makes it."""
@@ -468,6 +646,7 @@ class _Worker:
                  prepare: Prepare | None, finish: Finish | None = None) -> None:
         self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
         self.kept: list[Message] = []  # with `finish`: every message of the share
+        self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
         self.options = options
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
         self.batch: list[tuple[Key, str, Any]] = []
@@ -482,16 +661,21 @@ class _Worker:
         self.origins = PacketOrigins(options["names"])
         self.pairer = Pairer()
         self.numbered = 0
-        self.to_mask: deque[Frame] = deque()  # one frame at a time through one masking pass
-        self.masked = mask_secrets(_each(self.to_mask), show_secrets=options["show_secrets"])
+        self.mask = SecretMasker(show_secrets=options["show_secrets"])
         self._others: set[bytes] = set()  # Ethernet IPv4 4-tuples of other shares, as packet bytes
         self._mine: set[tuple[bytes, int, bytes, int]] = set()  # 4-tuples of this share
+        self.owner = [bucket % jobs for bucket in range(CLOSED_BUCKETS)]  # the worker of each bucket
 
     def run(self, paths: list[str]) -> None:
         first = self.index == 0
-        records = merged_records(paths, self.origins, self.pending.append if first else None,
-                                 self._unreadable if first else _skip)
-        self._share(records)
+        plan = _SharePlan.of(paths, self.jobs)
+        if plan is not None:
+            self.owner = plan.owner
+            self._share_indexed(plan)
+        else:
+            records = merged_records(paths, self.origins, self.pending.append if first else None,
+                                     self._unreadable if first else _skip)
+            self._share(records)
         self._flush((END, -1, 0, 0))
         self.tracker.finish()
         self._flush(self.key)
@@ -505,6 +689,20 @@ class _Worker:
             kept, self.kept = self.kept, []
             result = self.finish(kept)
             self.pipe.send(("finished", (result, time.process_time())))
+        if self.held is not None:
+            self._serve_held()
+
+    def _serve_held(self) -> None:
+        """Wait until the parent asks for the frame events held back, then send them
+        (in batches, then "held_end"); or until the parent closes the pipe."""
+        try:
+            self.pipe.recv()
+        except (EOFError, OSError):
+            return
+        held, self.held = self.held or [], None
+        for start in range(0, len(held), BATCH_EVENTS):
+            self.pipe.send(("held", held[start:start + BATCH_EVENTS]))
+        self.pipe.send(("held_end", None))
 
     def _share(self, records: Iterator[CaptureRecord]) -> None:
         tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
@@ -533,6 +731,69 @@ class _Worker:
             if pending:
                 flush(self.key)
 
+    def _share_indexed(self, plan: _SharePlan) -> None:
+        """`_share` over an indexed file: the records of this share, and those no index
+        can place (not plain Ethernet IPv4 TCP: decoded and placed as `_share` does).
+        The others' records only move capture time on (`_ticks`)."""
+        import numpy as np
+
+        tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
+        segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
+        first = self.index == 0
+        data, linktype = plan.index.data, plan.index.linktype
+        for chunk, buckets in plan.chunks():
+            timestamps = chunk.timestamps
+            if chunk.first == 0 and len(timestamps) and first:
+                self._event((0, 0, 0, 0), "start", int(timestamps[0]))
+            owners = np.asarray(plan.owner, dtype=np.int8)[buckets]
+            mine = np.flatnonzero((buckets < 0) | (owners == self.index))
+            highest = np.maximum.accumulate(timestamps)
+            previous = -1
+            for at, start, captured, timestamp, original, placed in zip(
+                    mine.tolist(), chunk.starts[mine].tolist(), chunk.captured[mine].tolist(),
+                    timestamps[mine].tolist(), chunk.original[mine].tolist(), (buckets[mine] >= 0).tolist(),
+                    strict=True):
+                if ending and at > previous + 1:
+                    self._ticks(chunk, highest, previous + 1, at)
+                previous = at
+                number = chunk.first + at + 1
+                self.key = (number, 0, 0, 0)
+                raw = decode_tcp(linktype, data[start:start + captured], original)
+                if raw is None:
+                    if first:
+                        kafka.not_tcp(linktype)
+                elif placed or self._owns(raw):
+                    segment(number, timestamp, raw)
+                if ending and timestamp - ending[0][0] > grace:
+                    tracker.tick(timestamp)
+                if pending:
+                    flush(self.key)
+            if ending:
+                self._ticks(chunk, highest, previous + 1, len(timestamps))
+            if len(timestamps):
+                self.read = int(chunk.starts[-1] + chunk.captured[-1]) - 24
+
+    def _ticks(self, chunk: RecordChunk, highest: Any, start: int, stop: int) -> None:
+        """Capture time moves on at the chunk's records `start` to `stop` (of other
+        shares): each that one process would tick the connections' clock at, ticks it
+        here (`highest`: the highest time up to each record, to pass most by at once)."""
+        import numpy as np
+
+        ending, grace, timestamps = self.tracker.ending, self.tracker.limits.acked_wait, chunk.timestamps
+        while ending and start < stop:
+            threshold = ending[0][0] + grace
+            if highest[stop - 1] <= threshold:
+                return
+            later = np.flatnonzero(timestamps[start:stop] > threshold)
+            if not len(later):
+                return
+            at = start + int(later[0])
+            self.key = (chunk.first + at + 1, 0, 0, 0)
+            self.tracker.tick(int(timestamps[at]))
+            if self.pending:
+                self._flush(self.key)
+            start = at + 1
+
     def _owns(self, raw: RawSegment) -> bool:
         """Whether this worker's share holds the segment's connection. An Ethernet IPv4
         4-tuple of another share is remembered, as its bytes in the packet, so that its
@@ -541,7 +802,7 @@ class _Worker:
         flow = raw[:4]
         if flow in self._mine:
             return True
-        if flow_bucket(flow) % self.jobs == self.index:
+        if self.owner[flow_bucket(flow)] == self.index:
             if len(self._mine) < MAX_REMEMBERED:
                 self._mine.add(flow)
             return True
@@ -567,8 +828,7 @@ class _Worker:
             return
         for item in pending:
             if isinstance(item, Frame):
-                self.to_mask.append(item)
-                self._frame(key, next(self.masked))
+                self._frame(key, self.mask(item))
             elif isinstance(item, Connection):
                 self._event(key, "open", (item.index, item.client, item.server, item.tls))
             elif isinstance(item, Note):
@@ -591,10 +851,13 @@ class _Worker:
                 ready = self.prepare(message)
             if self.finish is not None:
                 self.kept.append(message)
-        self._event(key, "frame", (
-            frame.connection.index, message.is_request, frame.stream_offset,
-            frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
-            frame.complete, frame.notes, file, ready, *header))
+        event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
+                 frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
+                 frame.complete, frame.notes, file, ready, *header)
+        if self.held is not None:  # sent only when asked for (`_serve_held`): its key now
+            self.held.append(event)
+            event = None
+        self._event(key, "frame", event)
 
     def _event(self, key: tuple[int, int, int, int], what: str, event: Any) -> None:
         self.sequence += 1
@@ -628,6 +891,97 @@ def _send(pipe: Pipe, message: tuple[str, Any]) -> None:
         pipe.send(message)
 
 
+class _SharePlan:
+    """Which worker reads each record of a capture file that can be indexed (one classic pcap
+    file, `PcapIndex`), computed alike in every worker from the file alone.
+
+    Each record that is a plain Ethernet IPv4 TCP segment (what `_plain_tcp` checks, here
+    on a whole chunk of records at once) has its connection's bucket; the buckets go to
+    the workers so that each gets about the same bytes (heaviest first, to the least
+    loaded). The plan keeps one byte per record (its bucket, -1 when no index can say),
+    and the first walk's chunks for the second only up to KEPT_CHUNKS of them.
+    """
+
+    def __init__(self, index: PcapIndex, jobs: int) -> None:
+        import numpy as np
+
+        self.index = index
+        self.buckets: list[Any] = []
+        self.kept: list[RecordChunk] | None = []  # the chunks, while they are few
+        weights = np.zeros(CLOSED_BUCKETS)
+        known: dict[bytes, int] = {}
+        for chunk in index.chunks():
+            buckets = self._buckets(chunk, known)
+            self.buckets.append(buckets)
+            if self.kept is not None:
+                self.kept = [*self.kept, chunk] if len(self.kept) < KEPT_CHUNKS else None
+            placed = buckets >= 0
+            weights += np.bincount(buckets[placed], weights=chunk.captured[placed] + PACKET_COST,
+                                   minlength=CLOSED_BUCKETS)
+        self.owner = balanced(weights.tolist(), jobs)
+
+    @classmethod
+    def of(cls, paths: list[str], jobs: int) -> _SharePlan | None:
+        if len(paths) != 1:
+            return None
+        try:
+            return cls(PcapIndex(paths[0]), jobs)
+        except NotIndexable:
+            return None
+
+    def chunks(self) -> Iterator[tuple[RecordChunk, Any]]:
+        """Each chunk of records with its buckets (the file walked again, unless the chunks
+        were few enough to keep)."""
+        kept, self.kept = self.kept, None
+        return zip(self.index.chunks() if kept is None else kept, self.buckets, strict=True)
+
+    def _buckets(self, chunk: RecordChunk, known: dict[bytes, int]) -> Any:
+        import numpy as np
+
+        buckets = np.full(len(chunk.starts), -1, dtype=np.int8)
+        if self.index.linktype != 1:
+            return buckets
+        view = np.frombuffer(self.index.data, dtype=np.uint8)
+        long = np.flatnonzero(chunk.captured >= 48)
+        at = chunk.starts[long]
+
+        def byte(offset: int) -> Any:
+            return view[at + offset].astype(np.int64)
+
+        total, data_offset = byte(16) << 8 | byte(17), byte(46)
+        start = 34 + (data_offset >> 4) * 4
+        plain = ((byte(12) << 8 | byte(13)) == 0x0800) & (byte(14) == 0x45) & (byte(23) == 6)
+        plain &= ((byte(20) << 8 | byte(21)) & 0x3FFF) == 0
+        plain &= (data_offset >= 0x50) & (start <= 14 + total) & (start <= chunk.captured[long])
+        at, long = at[plain], long[plain]
+        flows = np.ascontiguousarray(view[at[:, None] + np.arange(26, 38)]).view("V12").ravel()
+        unique, inverse = np.unique(flows, return_inverse=True)
+        of_unique = np.array([_flow_bucket(bytes(flow), known) for flow in unique], dtype=np.int8)
+        buckets[long] = of_unique[inverse.ravel()] if len(unique) else -1
+        return buckets
+
+
+def _flow_bucket(flow: bytes, known: dict[bytes, int]) -> int:
+    """The bucket of a 4-tuple given as packet bytes 26 to 38 (addresses, then ports)."""
+    bucket = known.get(flow)
+    if bucket is None:
+        bucket = known[flow] = flow_bucket((flow[0:4], int.from_bytes(flow[8:10], "big"),
+                                            flow[4:8], int.from_bytes(flow[10:12], "big")))
+    return bucket
+
+
+def balanced(weights: list[float], jobs: int) -> list[int]:
+    """The worker of each bucket: the heaviest first, each to the least loaded worker (the
+    lowest index among equals), so that the workers' loads are about equal."""
+    loads = [0.0] * jobs
+    owner = [0] * len(weights)
+    for bucket in sorted(range(len(weights)), key=lambda b: (-weights[b], b)):
+        worker = min(range(jobs), key=lambda w: (loads[w], w))
+        owner[bucket] = worker
+        loads[worker] += weights[bucket]
+    return owner
+
+
 _IPV4_TCP_HEAD = struct.Struct(">12xHBxH2xHxB22xB")  # as net.decode_tcp's fast path reads it
 
 
@@ -642,9 +996,12 @@ def _plain_tcp(data: bytes) -> bool:
             and data_offset >= 0x50 and start <= 14 + total and start <= len(data))
 
 
-def _each(queue: deque[Frame]) -> Iterator[Frame]:
-    while True:
-        yield queue.popleft()
+def _replayed(worker: int, batches: list[Batch], held: list[Any]) -> Iterator[tuple[Key, int, str, Any]]:
+    """A worker's batches kept, with the frame events it held back, as `_Team.events` gives them."""
+    frames = iter(held)
+    for batch in batches:
+        for key, what, event in batch:
+            yield key, worker, what, next(frames) if what == "frame" else event
 
 
 def _skip(_index: int, _problem: CaptureError) -> None:

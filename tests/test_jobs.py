@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -226,3 +227,21 @@ def test_the_default_is_one_job_below_the_threshold_and_every_core_above(tmp_pat
         out.truncate(parallel.PARALLEL_BYTES)
     cores = len(os.sched_getaffinity(0))
     assert parallel.default_jobs([big]) == min(cores, parallel.MAX_JOBS)
+
+
+def test_a_script_without_the_main_guard_gets_one_clear_error(tmp_path: Path) -> None:
+    script = tmp_path / "unguarded.py"
+    script.write_text("from kdissect import read_pcap\n"
+                      f"capture = read_pcap({str(CAPTURES / 'incident.pcap')!r}, jobs=2)\n"
+                      "print(len(capture))\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         check=False, cwd=tmp_path)
+    assert run.returncode == 1
+    assert "WorkerError: a script that reads with several jobs must do so under" in run.stderr
+    assert "bootstrapping" not in run.stderr
+    assert run.stderr.count("Traceback") == 1  # the script's own, not one more from each worker
+    guarded = script.read_text().replace("capture =", "if __name__ == '__main__':\n    capture =")
+    script.write_text(guarded.replace("print(", "    print("))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         check=False, cwd=tmp_path)
+    assert (run.returncode, run.stdout) == (0, f"{len(read_pcap(CAPTURES / 'incident.pcap'))}\n")

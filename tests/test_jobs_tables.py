@@ -3,13 +3,19 @@ are the tables one process makes, numbered as the capture is."""
 
 from __future__ import annotations
 
+import gc
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from benchmarks.make_capture import build
+from kdissect.pair.message import Message
+from kdissect.parallel import MessagesToCome
 from kdissect.present.analysis import read_pcap
 from kdissect.present.tables import TABLES
 from tests.conftest import CAPTURES
+from tests.test_jobs import drop_packets
 
 SHIPPED = sorted(CAPTURES.glob("*.pcap"))
 
@@ -57,3 +63,40 @@ def test_generic_tables_first_then_per_api_ones(many: str) -> None:
     for name in ("messages", "exchanges"):
         pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=name)
     same_api_tables(one, two)
+
+
+def described(message: Message) -> tuple[object, ...]:
+    frame, pair = message.frame, message.pair
+    return (message.number, frame.connection.index, frame.connection.client, frame.connection.server,
+            frame.direction, frame.stream_offset, frame.data, frame.first_packet, frame.last_ns,
+            frame.complete, frame.notes, message.correlation_id, message.api_key, message.api_version,
+            message.client_id, message.expects_response, message.file, message.notes,
+            None if pair is None else pair.number)
+
+
+def test_per_api_tables_need_no_messages_made_here_and_messages_are_made_when_asked(many: str) -> None:
+    lossy = Path(many).with_name("lossy.pcap")
+    lossy.write_bytes(drop_packets(Path(many).read_bytes(), every=29))
+    for path in (many, str(lossy)):
+        one, two = read_pcap(path, jobs=1), read_pcap(path, jobs=2)
+        assert len(two) == len(one) and two.problems == one.problems
+        same_api_tables(one, two)
+        assert isinstance(two._messages, MessagesToCome)  # the tables needed only numbers
+        workers = two._messages.team.processes
+        assert all(worker.is_alive() for worker in workers)  # they hold the frames until asked
+        assert [described(m) for m in two.message_list] == [described(m) for m in one.message_list]
+        assert not any(worker.is_alive() for worker in workers)
+        if path != many:  # holes, unanswered requests, responses without their request
+            assert sum(bool(m.notes) for m in two.message_list) > 10
+        assert two.message(len(two)).number == len(two)
+
+
+def test_workers_holding_frames_end_with_the_capture(many: str) -> None:
+    capture = read_pcap(many, jobs=2)
+    workers = capture._messages.team.processes  # type: ignore[union-attr]
+    assert all(worker.is_alive() for worker in workers)
+    del capture
+    gc.collect()
+    for worker in workers:
+        worker.join(timeout=10)
+    assert not any(worker.is_alive() for worker in workers)

@@ -19,7 +19,7 @@ import stat
 import struct
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from kdissect.ingest.compressed import compression_of, decompressing
 from kdissect.notes import Note, error, note, warn
@@ -523,3 +523,85 @@ def _interface(section: _Section, body: bytes, report: Report) -> _Interface:
         report(warn(f"interface {len(section.interfaces)}: its options are malformed; "
                     "microsecond timestamps assumed", id="pcap.interface_malformed"))
     return _Interface(linktype, snaplen, divisor or 1_000_000, offset)
+
+
+# --- an index of a classic pcap file's records, for reading a share of them (--jobs) ---
+
+INDEX_CHUNK = 1 << 17  # records indexed at once: the index's memory stays bounded
+
+
+@dataclass(frozen=True, slots=True)
+class RecordChunk:
+    """Consecutive packet records of a classic pcap file, as numpy arrays."""
+
+    first: int  # the position of the first in the file (0-based: its packet number minus one)
+    starts: Any  # the file offset of each record's data
+    captured: Any
+    original: Any
+    timestamps: Any  # nanoseconds since the epoch
+
+
+class NotIndexable(Exception):
+    """A file that must be read record after record (`read_records`), as it comes."""
+
+
+class PcapIndex:
+    """Where the records of an uncompressed classic pcap file lie, so that a reader may take
+    only some of them (`kdissect.parallel`). Only a file whose every record header is
+    sound is indexed: captured lengths within the snap length, the last record whole, the
+    file ending there. Anything else raises NotIndexable (on `open` or while walking), and
+    the file is read in order by `read_records`, which reports what it finds.
+
+    The file is mapped, not read: `data` is its bytes, and `chunks` walks the record
+    headers INDEX_CHUNK records at a time."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        import mmap
+
+        try:
+            with open(path, "rb") as stream:
+                head = stream.read(24)
+                if len(head) < 24 or head[:4] not in PCAP_MAGICS:
+                    raise NotIndexable("not an uncompressed classic pcap file")
+                self.data = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as problem:
+            raise NotIndexable(str(problem)) from None
+        self.endian, self.resolution = PCAP_MAGICS[head[:4]]
+        _major, _minor, _zone, _sigfigs, self.snaplen, network = struct.unpack(self.endian + "HHiIII", head[4:])
+        self.linktype = network & 0x0FFFFFFF
+
+    def chunks(self, size: int | None = None) -> Iterator[RecordChunk]:
+        """The records, `size` (INDEX_CHUNK) at a time, in file order."""
+        import numpy as np
+
+        size = size or INDEX_CHUNK
+        captured_at = struct.Struct(self.endian + "8xI").unpack_from
+        data, end, limit = self.data, len(self.data), min(self.snaplen, MAX_RECORD)
+        position, first = 24, 0
+        block, base, block_end = b"", 0, 0  # a copy from offset `base`: bytes walk faster than a map
+        while position < end:
+            heads: list[int] = []
+            append = heads.append
+            for _ in range(size):
+                if position >= end:
+                    break
+                if position + 16 > block_end:
+                    block, base = data[position:position + READ_BUFFER], position
+                    block_end = base + len(block)
+                    if len(block) < 16:
+                        raise NotIndexable("a record header cut short")
+                append(position)
+                (captured,) = captured_at(block, position - base)
+                if captured > limit:
+                    raise NotIndexable("a captured length beyond the snap length")
+                position += 16 + captured
+            if position > end:
+                raise NotIndexable("the last record cut short")
+            at = np.asarray(heads, dtype=np.int64)
+            bytes_ = np.frombuffer(data, dtype=np.uint8)[at[:, None] + np.arange(16)]
+            when, fraction, captured, original = bytes_.view(self.endian + "u4").astype(np.int64).T
+            yield RecordChunk(first, at + 16, captured, original, when * 1_000_000_000 + fraction * self.resolution)
+            first += len(heads)
+
+    def close(self) -> None:
+        self.data.close()

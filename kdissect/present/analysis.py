@@ -35,6 +35,7 @@ from kdissect.ingest.files import source_name
 from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
+from kdissect.parallel import MessagesToCome
 from kdissect.pipeline import KeyLogSource, read_messages
 from kdissect.present.columns import column as typed_column
 from kdissect.present.columns import typed
@@ -88,6 +89,18 @@ def read_pcap(
     jobs = _jobs(sources, jobs, tls_keylog)
     found: Iterable[Message]
     early: list[Any] = []  # the per-API tables the reading workers make (parallel_tables)
+    names = [source_name(s) for s in sources]
+    if jobs > 1 and apis is None and filter is None:  # every message kept: made when first needed
+        from kdissect.parallel import read_to_come
+        from kdissect.present.parallel_tables import TableJobs, api_tables
+
+        to_come, finished = read_to_come(sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
+                                         report=problems.append, show_secrets=show_secrets,
+                                         preload=("kdissect.present.parallel_tables",),
+                                         finish=functools.partial(api_tables, table_of))
+        capture = Capture(to_come, source=", ".join(names), problems=problems, files=names, jobs=jobs)
+        capture._workers = TableJobs(jobs, early=finished)
+        return capture
     with cycle_collection_paused():
         if jobs > 1:
             from kdissect.parallel import read_messages as read_in_parallel
@@ -103,7 +116,6 @@ def read_pcap(
                                   report=problems.append, tls_keylog=tls_keylog,
                                   show_secrets=show_secrets)
         messages = [message for message in found if keep(message)]
-    names = [source_name(s) for s in sources]
     capture = Capture(messages, source=", ".join(names), problems=problems, files=names, jobs=jobs)
     if early:
         from kdissect.present.parallel_tables import TableJobs
@@ -145,16 +157,26 @@ GENERIC_TABLES = ("messages", "exchanges", "fields", "records", "batches")
 class Capture:
     """The Kafka messages of one capture and the DataFrames made from them."""
 
-    def __init__(self, messages: list[Message], source: str = "", problems: list[Note] | None = None,
-                 files: list[str] | None = None, jobs: int = 1):
-        self.message_list = messages
+    def __init__(self, messages: list[Message] | MessagesToCome, source: str = "",
+                 problems: list[Note] | None = None, files: list[str] | None = None, jobs: int = 1):
+        self._messages = messages  # or, read on worker processes, what they will be made of
         self.jobs = jobs  # worker processes that build the tables
         self._workers: Any = None
         self.source = source
         self.files = files or ([source] if source else [])
         self.problems = problems or []
-        self._by_number = {message.number: message for message in messages}
         self._api_tables: dict[str, pd.DataFrame] = {}
+
+    @property
+    def message_list(self) -> list[Message]:
+        """Every message, in capture order."""
+        if not isinstance(self._messages, list):
+            self._messages = self._messages.get()
+        return self._messages
+
+    @cached_property
+    def _by_number(self) -> dict[int, Message]:
+        return {message.number: message for message in self.message_list}
 
     def message(self, number: int) -> Message:
         """A message by its number (the `number` column), with its tree via `.tree()`."""
@@ -187,7 +209,7 @@ class Capture:
 
             if self._workers is None:
                 self._workers = TableJobs(self.jobs)
-            frame = self._workers.build(name, self.message_list, feeds or _every, dict(dtypes), table_of)
+            frame = self._workers.build(name, self._messages, feeds or _every, dict(dtypes), table_of)
             if frame is not None:
                 return frame
         return build()
@@ -306,7 +328,7 @@ class Capture:
         return written
 
     def __len__(self) -> int:
-        return len(self.message_list)
+        return len(self._messages)
 
     def __repr__(self) -> str:
         return "\n".join(self._summary_lines())

@@ -27,6 +27,9 @@ indexes; here they become the capture's (`kdissect.parallel.Finished`), and the 
 the workers are put in message order (a stable sort by number: each message's rows stay
 as made), the messages `read_pcap` left out dropped. Only a tree built here before the
 first per-API table is asked for (its notes show in the tables) sends them the long way.
+When `read_pcap` keeps every message, this process does not even make them while the
+workers read (`kdissect.parallel.read_to_come`): the per-API tables need only the
+numbers, and the messages are made the first time something else needs them.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from kdissect.decode.schema import DefinitionSource
 from kdissect.decode.values import cycle_collection_paused
@@ -47,7 +51,9 @@ from kdissect.ingest.framing import Connection, Direction, Frame
 from kdissect.pair.message import Message
 from kdissect.parallel import (
     Finished,
+    MessagesToCome,
     WorkerError,
+    died,
     portable_definitions,
     use_definitions,
     worker_context,
@@ -79,20 +85,23 @@ class TableJobs:
         self.processes: list[Any] = []
         self.trees: set[int] = set()  # messages whose trees the workers have built
 
-    def build(self, name: str, messages: list[Message], feeds: Callable[[Message], bool],
+    def build(self, name: str, messages: list[Message] | MessagesToCome, feeds: Callable[[Message], bool],
               dtypes: dict[str, str], builder: Builder) -> pd.DataFrame | None:
         """Table `name` over `messages` on the workers, each run made into the table by
         `builder` (a module-level function, sent by name, which keeps the messages that
-        feed the table as it does in one process); None when it is not worth it."""
+        feed the table as it does in one process); None when it is not worth it.
+        Messages still to come are made only when the reading workers' tables cannot serve."""
         del feeds  # each worker's builder chooses the messages that feed the table
         if self.early is not None and self.early_parts is None and name in _api_table_names():
-            if any(message._tree is not None for message in messages):  # the long way, as it was
+            if isinstance(messages, list) and any(m._tree is not None for m in messages):  # the long way
                 self.early.stop()
                 self.early = None
             else:
                 self.early_parts = _renumbered(self.early, self.jobs)
         if self.early_parts is not None and any(name in tables for tables, _n, _s in self.early_parts):
             return _early_table(name, messages, self.early_parts, dtypes)
+        if not isinstance(messages, list):
+            messages = messages.get()
         definitions = portable_definitions()
         if len(messages) < PARALLEL_MESSAGES or definitions is None:
             return None
@@ -133,8 +142,9 @@ class TableJobs:
             try:
                 kind, payload, seconds = pipe.recv()
             except (EOFError, OSError):
+                problem = died(f"table worker {index}", process, "its tables")
                 self.stop()
-                raise WorkerError(f"table worker {index} died") from None
+                raise problem from None
             if kind == "error":
                 self.stop()
                 raise WorkerError(f"table worker {index} failed: {payload}")
@@ -177,13 +187,15 @@ def _renumbered(early: Finished, jobs: int) -> list[tuple[dict[str, pd.DataFrame
     return parts
 
 
-def _early_table(name: str, messages: list[Message],
+def _early_table(name: str, messages: list[Message] | MessagesToCome,
                  parts: list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]],
                  dtypes: dict[str, str]) -> pd.DataFrame:
     """Table `name` from the reading workers' parts: the capture's numbers and
     connections, only the messages kept, rows in message order."""
     total = sum(len(numbers) for _tables, numbers, _streams in parts)
-    kept = None if total == len(messages) else np.fromiter((m.number for m in messages), np.int64, len(messages))
+    kept = None
+    if isinstance(messages, list) and total != len(messages):
+        kept = np.fromiter((m.number for m in messages), np.int64, len(messages))
     frames = []
     for tables, numbers, stream_of in parts:
         part = tables.pop(name)  # each table is asked for once: the capture keeps it
@@ -191,9 +203,26 @@ def _early_table(name: str, messages: list[Message],
         part = part.assign(number=number, stream=stream_of[part["stream"].to_numpy(dtype=np.int64)])
         frames.append(part if kept is None else part[np.isin(number, kept)])
     filled = [part for part in frames if len(part)] or frames[:1]
-    frame = pd.concat(filled, ignore_index=True) if len(filled) > 1 else filled[0]
+    frame, dtypes = _joined(filled, dtypes) if len(filled) > 1 else (filled[0], dtypes)
     frame = frame.take(np.argsort(frame["number"].to_numpy(), kind="stable")).reset_index(drop=True)
     return _categories_remade(frame, dtypes, appearance=False)
+
+
+def _joined(parts: list[pd.DataFrame], dtypes: dict[str, str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The parts one after the other, each categorical column whose parts are all
+    categorical joined by its categories (their sorted union, as one process makes them
+    over the whole column, without reading the values again); and the dtypes of the
+    columns still to be made categorical."""
+    joined = {}
+    for name, dtype in dtypes.items():
+        columns = [part[name] for part in parts]
+        if dtype == "category" and all(isinstance(column.dtype, pd.CategoricalDtype) for column in columns):
+            with contextlib.suppress(TypeError):  # categories of different types: made from the text
+                joined[name] = union_categoricals(columns, sort_categories=True, ignore_order=True)
+    frame = pd.concat([part.drop(columns=list(joined)) for part in parts], ignore_index=True)
+    for name, column in joined.items():
+        frame[name] = column
+    return frame[parts[0].columns], {name: dtype for name, dtype in dtypes.items() if name not in joined}
 
 
 def _put(pipe: Any, request: tuple[Any, ...], index: int) -> None:
