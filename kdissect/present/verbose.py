@@ -65,17 +65,20 @@ def message_text(message: Message) -> str | None:
     """`-V`'s tree of a message whose body took the fast path; None for any other message
     (or one the writers refuse), which the caller writes from rows or the tree."""
     key, version = message.api_key, message.api_version
-    if key is None or version is None:
-        return None
-    kind = message.kind
-    plan = message_plan(key, version, kind)
-    if plan is None:
+    if key is None or version is None or message_plan(key, version, message.kind) is None:
         return None
     values = message.fast_values(keep=False)
-    if values is None:
+    return None if values is None else frame_text(message.frame.data, message.kind, key, version, values)
+
+
+def frame_text(data: bytes, kind: str, api_key: int, version: int, body: Values) -> str | None:
+    """The text `render_rows(message_rows(data, kind, api_key, version, body))` gives, for a
+    frame whose body's flat values `body` came from the fast path; None when refused."""
+    plan = message_plan(api_key, version, kind)
+    if plan is None:
         return None
     try:
-        return _message_text(message.frame.data, kind, key, version, plan.name, plan.body, values)
+        return _message_text(data, kind, api_key, version, plan.name, plan.body, body)
     except Refused:
         return None
 
@@ -89,9 +92,9 @@ def _message_text(data: bytes, kind: str, key: int, version: int, name: str, bod
         raise Refused("no header decoder")
     header_values, header_end = decoder(data, 4, len(data))
     size = len(data)
-    lines = [f"{message_name(key, kind)} message v{version} [0x0000, {size}B]",
-             "+-- " + node_text("Frame", "frame", "", 0, 4, FRAME_ABOUT, False, False),
-             "|   +-- " + node_text("size", "int32", str(size - 4), 0, 4, SIZE_ABOUT, False, False),
+    lines = [f"{message_name(key, kind)} message v{version} [0x0000, {size}B]\n"
+             "+-- " + node_text("Frame", "frame", "", 0, 4, FRAME_ABOUT, False, False) + "\n"
+             "|   +-- " + node_text("size", "int32", str(size - 4), 0, 4, SIZE_ABOUT, False, False) + "\n"
              "+-- " + node_text(HEADER_NAME[kind], "header", f"v{header_version}", 4, header_end - 4,
                                 HEADER_ABOUT[kind], False, False)]
     _writer(header, _HEADER_DISPLAYS[kind], False)(lines, header_values, 4, "|   ", data, _NO_GENERATED)
@@ -543,4 +546,4 @@ class _Generator:
         self.emit(indent, f"p = {writer}(L, {value}, p, {prefix}, data, gen)")
 
 
-__all__ = ["Refused", "message_text"]
+__all__ = ["Refused", "frame_text", "message_text"]
