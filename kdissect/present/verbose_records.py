@@ -12,23 +12,20 @@ refused and the message is written the old way.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from kdissect.decode import records as rec
+from kdissect.decode.compression import COMPRESSION_NAMES, decompress
 from kdissect.decode.record_nodes import (
     BATCH_FIELDS,
     DECOMPRESSED_ABOUT,
-    attribute_bits,
-    attributes_display,
-    batch_display,
     count_text,
-    hex_value,
-    record_display,
     timestamp_display,
     value_display,
 )
 from kdissect.decode.record_rows import entries_rows
-from kdissect.decode.records import Record, RecordBatch, RecordHeader
 from kdissect.decode.rows import _Layout, uvarint_size  # _Layout: rows of a tagged-field block
 from kdissect.decode.schema.plan import StructPlan
 from kdissect.decode.tree import printable
@@ -59,7 +56,6 @@ _ATTRIBUTES = 5  # the attributes' place among them: their bits follow as genera
 _CREATE_TIME_TAIL = generated_tail("baseTimestamp plus timestampDelta")
 _LOG_APPEND_TAIL = generated_tail("LogAppendTime: the batch's maxTimestamp")
 _OFFSET_TAIL = generated_tail("baseOffset plus offsetDelta")
-_UNDECODED_TAIL = about_tail("bytes not decoded after a problem (see the notes)")
 
 
 def tagged_lines(lines: list[str], data: bytes, pos: int, branch: str, below: str, plan: StructPlan,
@@ -75,7 +71,12 @@ def tagged_lines(lines: list[str], data: bytes, pos: int, branch: str, below: st
 
 def records_lines(lines: list[str], data: bytes, value: bytes | None, pos: int, branch: str, below: str,
                   name: str, label: str, about: str, compact: bool) -> int:
-    """The lines of a `records` field at `pos` (its line, its length, its batches); the end."""
+    """The lines of a `records` field at `pos` (its line, its length, its batches); the end.
+
+    The fast path took the body, so every entry decodes without a note (`records_clean`):
+    batches are read here as `records.decode_batch` reads them, with no check left to
+    make; message sets of magic 0 and 1 are laid out by `record_rows`.
+    """
     tail = about_tail(about)
     append = lines.append
     if value is None:
@@ -91,148 +92,223 @@ def records_lines(lines: list[str], data: bytes, value: bytes | None, pos: int, 
         prefix = 4
         length_line = f"{below}+-- length int32 = {length} [{_H[pos]}, 4B]"
         form = f"(int32 len={length})"
-    start = pos + prefix
-    entries = rec.decode_records(data, start, start + length, max_decompressed=rec.MAX_DECOMPRESSED_BYTES)
-    count = len(entries)
-    append(f"{branch}{name} {label} = {length} bytes, {count} batch{'' if count == 1 else 'es'} {form} "
-           f"[{_H[pos]}, {prefix + length}B]{tail}\n{length_line} {length} bytes of records follow")
-    if not all(type(entry) is RecordBatch and not entry.notes for entry in entries):
-        rows = entries_rows(data, start, start + length)  # legacy messages: as rows
+    start = end = pos + prefix
+    stop = start + length
+    batches = []
+    while end < stop:
+        batches.append(end)
+        if data[end + 16] != 2:
+            batches = []
+            break
+        end += rec.LOG_OVERHEAD + _INT32.unpack_from(data, end + 8)[0]
+    rows = None
+    if not batches and length:  # message sets of magic 0 and 1, as rows
+        rows = entries_rows(data, start, stop)
         if rows is None:
             raise Refused("entries with notes")
-        if rows:
-            row_lines(rows, below, lines)
-        return start + length
+    count = len(batches) if rows is None else len(rows)
+    append(f"{branch}{name} {label} = {length} bytes, {count} batch{'' if count == 1 else 'es'} {form} "
+           f"[{_H[pos]}, {prefix + length}B]{tail}\n{length_line} {length} bytes of records follow")
+    if rows:
+        row_lines(rows, below, lines)
+        return stop
     entry_branch, continued, ended = below + "+-- ", below + "|   ", below + "    "
     last = count - 1
-    for index, batch in enumerate(entries):
-        assert isinstance(batch, RecordBatch)
-        _batch_lines(lines, batch, data, index, entry_branch, continued if index < last else ended)
-    return start + length
+    for index, at in enumerate(batches):
+        _batch_lines(lines, data, at, index, entry_branch, continued if index < last else ended)
+    return stop
 
 
-def _batch_lines(lines: list[str], batch: RecordBatch, data: bytes, index: int, branch: str, prefix: str) -> None:
-    pos = batch.position
+_INT32 = struct.Struct(">i")
+_BATCH = struct.Struct(">qiibIhiqqqhii")
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+_BIT_ABOUTS = ("bits 0-2: compression codec", "bit 3", "bit 4", "bit 5: transaction markers",
+               "bit 6: baseTimestamp is the delete horizon")
+_BIT_TAILS = [generated_tail(about) for about in _BIT_ABOUTS]
+
+
+def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: str, prefix: str) -> None:
+    """A clean magic 2 batch: its header's lines in one string, then its records'."""
+    fields = _BATCH.unpack_from(data, pos)
+    (base_offset, batch_length, _, _, crc, attributes, _, base_time, max_time, _, _, _, count) = fields
+    end = pos + rec.LOG_OVERHEAD + batch_length
+    codec = attributes & 0x07
+    compression = COMPRESSION_NAMES[codec]  # clean: a codec that decompressed
+    timestamp_type = rec.TIMESTAMP_TYPES[(attributes >> 3) & 1]
+    transactional, control = bool(attributes & 0x10), bool(attributes & 0x20)
+    parts = [f"{count} record{'' if count == 1 else 's'}", f"offset {base_offset}"]
+    if codec:
+        parts.append(compression)
+    if control:
+        parts.append("control")
+    elif transactional:
+        parts.append("transactional")
+    shown = [str(value) for value in fields]
+    shown[4], shown[5] = f"0x{crc:08x} (correct)", f"0x{attributes:04x} ({compression}, {timestamp_type})"
+    shown[7], shown[8] = _timestamp(base_time), _timestamp(max_time)
     child = prefix + "+-- "
-    shown = (str(batch.base_offset), str(batch.batch_length), str(batch.partition_leader_epoch), str(batch.magic),
-             f"0x{batch.crc:08x} (correct)", attributes_display(batch), str(batch.last_offset_delta),
-             timestamp_display(batch.base_timestamp), timestamp_display(batch.max_timestamp),
-             str(batch.producer_id), str(batch.producer_epoch), str(batch.base_sequence), str(batch.record_count))
-    text = [f"{branch}RecordBatch[{index}] RecordBatch = {batch_display(batch)} [{_H[pos]}, {batch.size}B]"
+    text = [f"{branch}RecordBatch[{index}] RecordBatch = {', '.join(parts)} [{_H[pos]}, {end - pos}B]"
             " record batch, magic 2"]
     at = pos
     for place, ((head, size, tail), display) in enumerate(zip(_BATCH_LINES, shown, strict=True)):
         text.append(f"{child}{head} = {display} [{_H[at]}, {size}B]{tail}")
         if place == _ATTRIBUTES:  # its bits, as generated lines below it
-            bit = f"{prefix}|   +-- ["
-            for name, kind, value, about in attribute_bits(batch):
-                shown_bit = str(value).lower() if isinstance(value, bool) else str(value)
-                bit_tail = GENERATED_TAILS.get(about) or generated_tail(about)
-                text.append(f"{bit}{name} {kind} = {shown_bit}] [{_H[at]}, 0B]{bit_tail}")
+            bit, hexed = f"{prefix}|   +-- [", _H[at]
+            bits = (f"compression string = {compression}", f"timestampType string = {timestamp_type}",
+                    f"isTransactional bool = {_TRUTH[transactional]}", f"isControl bool = {_TRUTH[control]}",
+                    f"hasDeleteHorizon bool = {_TRUTH[bool(attributes & 0x40)]}")
+            text.extend(f"{bit}{line}] [{hexed}, 0B]{bit_tail}" for line, bit_tail in zip(bits, _BIT_TAILS,
+                                                                                         strict=True))
         at += size
     lines.append("\n".join(text))
-    _batch_records_lines(lines, batch, data, at, child, prefix + "    ")
-
-
-def _batch_records_lines(lines: list[str], batch: RecordBatch, data: bytes, pos: int, branch: str,
-                         prefix: str) -> None:
-    end = batch.position + batch.size
-    count = len(batch.records)
-    if batch.compression == "none" or batch.attributes & 0x07 == 0:
-        lines.append(f"{branch}records []Record = {count_text(count)} [{_H[pos]}, {end - pos}B]"
-                     " the records of the batch")
-        _record_lines(lines, batch, data, end, prefix)
+    log_append = bool(attributes & 0x08)
+    batch = _Batch(base_offset, max_time if log_append else base_time, log_append, control)
+    records_prefix = prefix + "    "
+    if not codec:
+        lines.append(f"{child}records []Record = {count_text(count)} [{_H[at]}, {end - at}B] the records of the batch")
+        _record_lines(lines, batch, data, at, end, count, records_prefix)
         return
-    display = f"{end - pos} bytes of {batch.compression} data"
-    body = batch.decompressed
-    if body is not None:
-        display += f", {len(body)} bytes decompressed"
-    lines.append(f"{branch}records bytes = {display} [{_H[pos]}, {end - pos}B] the records of the batch, compressed")
-    if body is not None:
-        tail = generated_tail(DECOMPRESSED_ABOUT.format(codec=batch.compression))
-        lines.append(f"{prefix}+-- [decompressed []Record = {count_text(count)}] [0x0000, {len(body)}B]{tail}")
-        _record_lines(lines, batch, body, len(body), prefix + "    ")
+    body = decompress(codec, memoryview(data)[at:end], cap=rec.MAX_DECOMPRESSED_BYTES)
+    lines.append(f"{child}records bytes = {end - at} bytes of {compression} data, {len(body)} bytes decompressed "
+                 f"[{_H[at]}, {end - at}B] the records of the batch, compressed\n"
+                 f"{records_prefix}+-- [decompressed []Record = {count_text(count)}] [0x0000, {len(body)}B]"
+                 f"{_decompressed_tail(compression)}")
+    _record_lines(lines, batch, body, 0, len(body), count, records_prefix + "    ")
 
 
-def _record_lines(lines: list[str], batch: RecordBatch, body: bytes, end: int, prefix: str) -> None:
+_TRUTH = ("false", "true")
+
+
+def _decompressed_tail(codec: str) -> str:
+    about = DECOMPRESSED_ABOUT.format(codec=codec)
+    return GENERATED_TAILS.get(about) or generated_tail(about)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """What a batch's records take from its header."""
+
+    base_offset: int
+    base_time: int  # LogAppendTime: the batch's maxTimestamp
+    log_append: bool
+    control: bool
+
+
+def _record_lines(lines: list[str], batch: _Batch, body: bytes, pos: int, end: int, count: int,
+                  prefix: str) -> None:
     branch, continued, ended = prefix + "+-- ", prefix + "|   ", prefix + "    "
-    timestamp_tail = _LOG_APPEND_TAIL if batch.timestamp_type == "LogAppendTime" else _CREATE_TIME_TAIL
-    undecoded = batch.records_end < end
-    last = len(batch.records) - (0 if undecoded else 1)
-    for index, record in enumerate(batch.records):
-        _record(lines, record, index, timestamp_tail, branch, continued if index < last else ended)
-    if undecoded:
-        start = batch.records_end
-        lines.append(f"{branch}undecoded bytes = {hex_value(body[start:end])} [{_H[start]}, {end - start}B]"
-                     f"{_UNDECODED_TAIL}")
+    timestamp_tail = _LOG_APPEND_TAIL if batch.log_append else _CREATE_TIME_TAIL
+    last = count - 1
+    for index in range(count):  # clean: exactly `count` records fill body[pos:end]
+        pos = _record(lines, batch, body, pos, index, timestamp_tail, branch, continued if index < last else ended)
 
 
-def _record(lines: list[str], record: Record, index: int, timestamp_tail: str, branch: str, prefix: str) -> None:
-    """A record's lines but its headers' in one string, then its headers'."""
-    b = record.bounds
-    pos = record.position
-    key, value = record.key, record.value
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint known to be well formed: (value, end)."""
+    byte = data[pos]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    return rec.zigzag_varint(data, pos, len(data), 10)
+
+
+def _record(lines: list[str], batch: _Batch, body: bytes, pos: int, index: int, timestamp_tail: str,
+            branch: str, prefix: str) -> int:
+    """A record's lines but its headers' in one string, then its headers'; the record's end."""
+    length, b0 = _varint(body, pos)
+    timestamp_delta, b2 = _varint(body, b0 + 1)
+    offset_delta, b3 = _varint(body, b2)
+    key_length, b4 = _varint(body, b3)
+    b5 = b4 + max(key_length, 0)
+    value_length, b6 = _varint(body, b5)
+    b7 = b6 + max(value_length, 0)
+    key = None if key_length < 0 else body[b4:b5]
+    value = None if value_length < 0 else body[b6:b7]
+    offset = batch.base_offset + offset_delta
+    timestamp = batch.base_time if batch.log_append else batch.base_time + timestamp_delta
     key_shown, value_shown = value_display(key), value_display(value)
-    control = record.control
-    display = (f"offset {record.offset}, key {key_shown}, value {value_shown}" if control is None
-               else record_display(record))
-    key_length, value_length = record.key_length, record.value_length
+    control = _control(key, value) if batch.control else None
+    display = (f"offset {offset}, key {key_shown}, value {value_shown}" if control is None
+               else f"offset {offset}, {control[0]} marker")
     c = prefix + "+-- "
-    text = (f"{branch}Record[{index}] Record = {display} [{_H[pos]}, {record.size}B] a record\n"
-            f"{c}length varint = {record.length} [{_H[pos]}, {b[0] - pos}B] bytes of the record after this field\n"
-            f"{c}attributes int8 = {record.attributes} [{_H[b[0]]}, 1B] unused\n"
-            f"{c}timestampDelta varlong = {record.timestamp_delta} [{_H[b[1]]}, {b[2] - b[1]}B]"
+    size = b0 + length - pos
+    text = (f"{branch}Record[{index}] Record = {display} [{_H[pos]}, {size}B] a record\n"
+            f"{c}length varint = {length} [{_H[pos]}, {b0 - pos}B] bytes of the record after this field\n"
+            f"{c}attributes int8 = {body[b0]} [{_H[b0]}, 1B] unused\n"
+            f"{c}timestampDelta varlong = {timestamp_delta} [{_H[b0 + 1]}, {b2 - b0 - 1}B]"
             " timestamp minus the batch's base timestamp\n"
-            f"{c}[timestamp int64 = {timestamp_display(record.timestamp)}] [{_H[b[2]]}, 0B]{timestamp_tail}\n"
-            f"{c}offsetDelta varint = {record.offset_delta} [{_H[b[2]]}, {b[3] - b[2]}B]"
-            " offset minus the batch's base offset\n"
-            f"{c}[offset int64 = {record.offset}] [{_H[b[3]]}, 0B]{_OFFSET_TAIL}\n"
-            f"{c}keyLength varint = {'-1 (null)' if key_length < 0 else key_length} [{_H[b[3]]}, {b[4] - b[3]}B]"
+            f"{c}[timestamp int64 = {_timestamp(timestamp)}] [{_H[b2]}, 0B]{timestamp_tail}\n"
+            f"{c}offsetDelta varint = {offset_delta} [{_H[b2]}, {b3 - b2}B] offset minus the batch's base offset\n"
+            f"{c}[offset int64 = {offset}] [{_H[b3]}, 0B]{_OFFSET_TAIL}\n"
+            f"{c}keyLength varint = {'-1 (null)' if key_length < 0 else key_length} [{_H[b3]}, {b4 - b3}B]"
             " bytes of the key, -1 for null")
     if key is not None:
-        text += f"\n{c}key bytes = {key_shown} [{_H[b[4]]}, {b[5] - b[4]}B] the record's key"
+        text += f"\n{c}key bytes = {key_shown} [{_H[b4]}, {b5 - b4}B] the record's key"
     text += (f"\n{c}valueLength varint = {'-1 (null)' if value_length < 0 else value_length} "
-             f"[{_H[b[5]]}, {b[6] - b[5]}B] bytes of the value, -1 for null")
+             f"[{_H[b5]}, {b6 - b5}B] bytes of the value, -1 for null")
     if value is not None:
-        text += f"\n{c}value bytes = {value_shown} [{_H[b[6]]}, {b[7] - b[6]}B] the record's value"
+        text += f"\n{c}value bytes = {value_shown} [{_H[b6]}, {b7 - b6}B] the record's value"
     if control is not None:
-        text += "\n" + c + node_text("controlType", "int16", f"{control.type} ({control.name})", b[7], 0,
-                                     "0 abort, 1 commit", True, False)
-        if control.coordinator_epoch is not None:
-            text += "\n" + c + node_text("coordinatorEpoch", "int32", str(control.coordinator_epoch), b[7], 0,
+        text += "\n" + c + node_text("controlType", "int16", control[1], b7, 0, "0 abort, 1 commit", True, False)
+        if control[2] is not None:
+            text += "\n" + c + node_text("coordinatorEpoch", "int32", str(control[2]), b7, 0,
                                          "epoch of the transaction coordinator that wrote the marker", True, False)
     lines.append(text)
-    _headers_lines(lines, record, b[7], b[8], c, prefix + "    ")
+    count, b8 = _varint(body, b7)
+    return _headers_lines(lines, body, b7, b8, count, c, prefix + "    ")
 
 
-def _headers_lines(lines: list[str], record: Record, pos: int, count_end: int, branch: str, prefix: str) -> None:
-    headers = record.headers
-    count = len(headers)
-    end = headers[-1].bounds[3] if headers else count_end
+def _control(key: bytes | None, value: bytes | None) -> tuple[str, str, int | None]:
+    """A control record's (name, type display, coordinator epoch) as `records._control` reads it."""
+    assert key is not None  # clean: a key of version int16 + type int16
+    _, kind = _CONTROL_KEY.unpack_from(key)
+    name = rec.CONTROL_TYPES.get(kind, f"unknown control type {kind}")
+    epoch = None if value is None or len(value) < _CONTROL_VALUE.size else _CONTROL_VALUE.unpack_from(value)[1]
+    return name, f"{kind} ({name})", epoch
+
+
+def _headers_lines(lines: list[str], body: bytes, pos: int, at: int, count: int, branch: str, prefix: str) -> int:
+    """A record's headers (their count is at `pos`, the first at `at`); the record's end."""
     c = prefix + "+-- "
-    lines.append(f"{branch}headers []Header = {count_text(count, 'header')} [{_H[pos]}, {end - pos}B] record headers\n"
-                 f"{c}length varint = {count} [{_H[pos]}, {count_end - pos}B] number of headers that follow")
+    count_end = at
+    texts = []
     last = count - 1
-    for index, header in enumerate(headers):
-        lines.append(_header_text(header, index, c, prefix + ("|   " if index < last else "    ")))
+    for index in range(count):
+        start = at
+        key_length, b0 = _varint(body, at)
+        b1 = b0 + key_length  # clean: a header key is never null
+        value_length, b2 = _varint(body, b1)
+        b3 = b2 + max(value_length, 0)
+        key = f'"{printable(body[b0:b1].decode("utf-8", "replace"))}"'
+        value = None if value_length < 0 else body[b2:b3]
+        value_shown = value_display(value)
+        h = prefix + ("|   " if index < last else "    ") + "+-- "
+        text = (f"{c}Header[{index}] Header = {key} = {value_shown} [{_H[start]}, {b3 - start}B] a record header\n"
+                f"{h}headerKeyLength varint = {key_length} [{_H[start]}, {b0 - start}B] bytes of the key\n"
+                f"{h}headerKey string = {key} [{_H[b0]}, {b1 - b0}B] the header's key\n"
+                f"{h}headerValueLength varint = {'-1 (null)' if value_length < 0 else value_length} "
+                f"[{_H[b1]}, {b2 - b1}B] bytes of the headerValue, -1 for null")
+        if value is not None:
+            text += f"\n{h}headerValue bytes = {value_shown} [{_H[b2]}, {b3 - b2}B] the record's headerValue"
+        texts.append(text)
+        at = b3
+    lines.append(f"{branch}headers []Header = {count_text(count, 'header')} [{_H[pos]}, {at - pos}B] "
+                 f"record headers\n{c}length varint = {count} [{_H[pos]}, {count_end - pos}B]"
+                 " number of headers that follow")
+    lines.extend(texts)
+    return at
 
 
-def _header_text(header: RecordHeader, index: int, branch: str, prefix: str) -> str:
-    b = header.bounds
-    pos = header.position
-    key = f'"{printable(header.key)}"'
-    value = header.value
-    value_shown = value_display(value)
-    length = header.value_length
-    c = prefix + "+-- "
-    text = (f"{branch}Header[{index}] Header = {key} = {value_shown} [{_H[pos]}, {header.size}B] a record header\n"
-            f"{c}headerKeyLength varint = {header.key_length} [{_H[pos]}, {b[0] - pos}B] bytes of the key\n"
-            f"{c}headerKey string = {key} [{_H[b[0]]}, {b[1] - b[0]}B] the header's key\n"
-            f"{c}headerValueLength varint = {'-1 (null)' if length < 0 else length} [{_H[b[1]]}, {b[2] - b[1]}B]"
-            " bytes of the headerValue, -1 for null")
-    if value is not None:
-        text += f"\n{c}headerValue bytes = {value_shown} [{_H[b[2]]}, {b[3] - b[2]}B] the record's headerValue"
-    return text
+_TIMESTAMPS: dict[int, str] = {}  # milliseconds -> display: records of a batch share most
+
+
+def _timestamp(milliseconds: int) -> str:
+    shown = _TIMESTAMPS.get(milliseconds)
+    if shown is None:
+        if len(_TIMESTAMPS) >= 4096:
+            _TIMESTAMPS.clear()
+        shown = _TIMESTAMPS[milliseconds] = timestamp_display(milliseconds)
+    return shown
 
 
 __all__ = ["HEXES", "Refused", "records_lines", "tagged_lines"]
