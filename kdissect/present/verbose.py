@@ -27,11 +27,12 @@ writes the message the old way, so output never depends on which path ran.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdissect.apis import APIS, request_header_version, response_header_version
 from kdissect.decode.dissect import FRAME_ABOUT, HEADER_ABOUT, HEADER_NAME, SIZE_ABOUT, message_name
-from kdissect.decode.generated import struct_decoder
+from kdissect.decode.generated import StructDecoder, struct_decoder
 from kdissect.decode.interpreter import (
     NULLABLE_STRUCT_ABOUT,
     count_display,
@@ -74,39 +75,67 @@ def message_text(message: Message) -> str | None:
 def frame_text(data: bytes, kind: str, api_key: int, version: int, body: Values) -> str | None:
     """The text `render_rows(message_rows(data, kind, api_key, version, body))` gives, for a
     frame whose body's flat values `body` came from the fast path; None when refused."""
-    plan = message_plan(api_key, version, kind)
-    if plan is None:
+    layout = _layouts.get((api_key, version, kind))
+    if layout is None:
+        layout = _layouts[(api_key, version, kind)] = _layout(api_key, version, kind)
+    if layout is None:
         return None
     try:
-        return _message_text(data, kind, api_key, version, plan.name, plan.body, body)
+        return _message_text(data, version, body, layout)
     except Refused:
         return None
 
 
-def _message_text(data: bytes, kind: str, key: int, version: int, name: str, body: StructPlan,
-                  values: Values) -> str:
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """What every message of one (API, version, direction) shares."""
+
+    title: str  # the message's name, "message" and its version
+    header_title: str  # the header's name and version
+    header_about: str
+    header_decoder: StructDecoder
+    header_writer: StructWriter
+    body_title: str  # the body's name and type
+    body_about: str
+    body: StructPlan
+    displays: Mapping[str, Display]
+    generated_values: Callable[[Values], Generated] | None
+
+
+_layouts: dict[tuple[int, int, str], _Layout | None] = {}
+
+
+def _layout(key: int, version: int, kind: str) -> _Layout | None:
+    plan = message_plan(key, version, kind)
+    if plan is None:
+        return None
     header_version = (request_header_version if kind == "request" else response_header_version)(key, version)
     header = header_plan(kind, header_version).body
     decoder = struct_decoder(header)
     if decoder is None:
-        raise Refused("no header decoder")
-    header_values, header_end = decoder(data, 4, len(data))
-    size = len(data)
-    lines = [f"{message_name(key, kind)} message v{version} [0x0000, {size}B]\n"
-             "+-- " + node_text("Frame", "frame", "", 0, 4, FRAME_ABOUT, False, False) + "\n"
-             "|   +-- " + node_text("size", "int32", str(size - 4), 0, 4, SIZE_ABOUT, False, False) + "\n"
-             "+-- " + node_text(HEADER_NAME[kind], "header", f"v{header_version}", 4, header_end - 4,
-                                HEADER_ABOUT[kind], False, False)]
-    _writer(header, _HEADER_DISPLAYS[kind], False)(lines, header_values, 4, "|   ", data, _NO_GENERATED)
-    lines.append("+-- " + node_text(name, "struct", "", header_end, size - header_end,
-                                    f"message body, version {version}", False, False))
+        return None
     meaning = dissector(key) if kind == "response" else None
-    displays: Mapping[str, Display] = _NO_DISPLAYS
-    generated = _NO_GENERATED
-    if meaning is not None:
-        displays = meaning.response_displays
-        generated = meaning.response_generated_values(values)
-    _writer(body, displays, bool(generated))(lines, values, header_end, "    ", data, generated)
+    return _Layout(f"{message_name(key, kind)} message v{version}", f"{HEADER_NAME[kind]} v{header_version}",
+                   about_tail(HEADER_ABOUT[kind]), decoder, _writer(header, _HEADER_DISPLAYS[kind], False),
+                   f"{plan.name} struct", about_tail(f"message body, version {version}"), plan.body,
+                   _NO_DISPLAYS if meaning is None else meaning.response_displays,
+                   None if meaning is None else meaning.response_generated_values)
+
+
+_FRAME = "+-- " + node_text("Frame", "frame", "", 0, 4, FRAME_ABOUT, False, False)
+_SIZE_TAIL = about_tail(SIZE_ABOUT)
+
+
+def _message_text(data: bytes, version: int, values: Values, layout: _Layout) -> str:
+    header_values, header_end = layout.header_decoder(data, 4, len(data))
+    size = len(data)
+    lines = [f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
+             f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
+             f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}"]
+    layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED)
+    lines.append(f"+-- {layout.body_title} [{HEXES[header_end]}, {size - header_end}B]{layout.body_about}")
+    generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
+    _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated)
     return "\n".join(lines)
 
 
@@ -148,6 +177,36 @@ def _refusing(lines: list[str], values: Values, pos: int, prefix: str, data: byt
     raise Refused("a plan the writers do not handle")
 
 
+class _Shown(dict[int, str]):
+    """An integer display rule's text of each value (the plain number where it says nothing),
+    remembered: rules are functions of the value, and values repeat. A text that would need
+    escaping is refused (the rows write it, escaped)."""
+
+    def __init__(self, rule: Display) -> None:
+        super().__init__()
+        self.rule = rule
+
+    def __missing__(self, value: int) -> str:
+        shown = self.rule(value)
+        text = str(value) if shown is None else shown
+        if not text or not text.isprintable():
+            raise Refused("a display that needs escaping")
+        if len(self) >= 4096:
+            self.clear()
+        self[value] = text
+        return text
+
+
+_SHOWN: dict[int, tuple[Display, _Shown]] = {}
+
+
+def _shown(rule: Display) -> _Shown:
+    found = _SHOWN.get(id(rule))
+    if found is None or found[0] is not rule:
+        found = _SHOWN[id(rule)] = (rule, _Shown(rule))
+    return found[1]
+
+
 class _Unsupported(Exception):
     """A plan holds something the generator does not write: every message of it is refused."""
 
@@ -172,10 +231,6 @@ def generated_text(extra: list[GeneratedValue], after: str, at: int, branch: str
     return "".join("\n" + line for line in lines)
 
 
-def follows(extra: list[GeneratedValue], after: str) -> bool:
-    return any(item.after == after for item in extra)
-
-
 def follow_tail(count: int | None) -> str:
     """The description of an array's length, as a line's tail."""
     return " " + elements_follow(count)
@@ -198,7 +253,7 @@ class _Source:
         self.constants: dict[str, Any] = {
             "H": HEXES, "refuse": refuse, "printable": printable, "hex_display": hex_display,
             "uvarint_size": uvarint_size, "follow_tail": follow_tail, "count_display": count_display,
-            "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text, "follows": follows,
+            "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text,
             "string_size": string_size, "records_lines": records_lines, "tagged_lines": tagged_lines,
             "TRUTH": ("false", "true"),
             "FOLLOWS": _FOLLOWS, "COUNTS": _COUNTS,
@@ -310,14 +365,15 @@ class _Generator:
         items = [out.fresh("x") for _ in plan.fields]
         if items:
             self.pure(indent, f"{', '.join(items)}, = {values}.values()")
-        extra = ""
+        extra = after = ""
         if self.generated:
-            extra = out.fresh("extra")
+            extra, after = out.fresh("extra"), out.fresh("after")
             self.pure(indent, f"{extra} = gen.get(id({values})) if gen else None")
+            self.pure(indent, f"{after} = {{item.after for item in {extra}}} if {extra} else ()")
         for index, (field, item) in enumerate(zip(plan.fields, items, strict=True)):
             below = continued
             if index == len(plan.fields) - 1 and not plan.flexible and field in nested:
-                below = self.last_prefix(field.name, extra, continued, ended, indent)
+                below = self.last_prefix(field.name, after, continued, ended, indent)
             scalar = field.kind in _SCALARS or (field.kind in _STRINGS and not field.nullable)
             start = self.at()
             if extra and not scalar:
@@ -327,24 +383,25 @@ class _Generator:
             self.field(field, _literal(field.name), item, field.about, branch, below, indent, named=True)
             if extra and scalar:  # one line, pending: its generated lines follow in the same string
                 self.pending[-1] += (f"{{generated_text({extra}, {field.name!r}, {start}, {branch}) "
-                                     f"if {extra} else ''}}")
+                                     f"if {field.name!r} in {after} else ''}}")
             elif extra:
                 self.settle(indent)
-                self.emit(indent, f"if {extra}: generated_lines(a, {extra}, {field.name!r}, {start}, {branch})")
+                self.emit(indent, f"if {field.name!r} in {after}: generated_lines(a, {extra}, {field.name!r}, {start}, "
+                                  f"{branch})")
         if plan.flexible:
-            self.tagged_fields(plan, branch, self.last_prefix("tagged_fields", extra, continued, ended, indent),
+            self.tagged_fields(plan, branch, self.last_prefix("tagged_fields", after, continued, ended, indent),
                                indent)
             if extra:
                 self.settle(indent)
                 self.emit(indent, f"if {extra}: generated_lines(a, {extra}, 'tagged_fields', q, {branch})")
         self.settle(indent)
 
-    def last_prefix(self, name: str, extra: str, continued: str, ended: str, indent: int) -> str:
+    def last_prefix(self, name: str, after: str, continued: str, ended: str, indent: int) -> str:
         """The prefix below the last field: continued when generated values follow it."""
-        if not extra:
+        if not after:
             return ended
         below = self.out.fresh("cl")
-        self.pure(indent, f"{below} = {continued} if {extra} and follows({extra}, {name!r}) else {ended}")
+        self.pure(indent, f"{below} = {continued} if {name!r} in {after} else {ended}")
         return below
 
     def tagged_fields(self, plan: StructPlan, branch: str, below: str, indent: int) -> None:
@@ -399,12 +456,8 @@ class _Generator:
             if rule is None and f.meaning is not None:  # what the schema says it is
                 rule = SCHEMA_DISPLAYS[f.meaning]
         shown = value
-        if rule is not None:  # its text, or the plain number; a text that would need escaping is refused
-            out = self.out
-            shown = out.fresh("d")
-            self.pure(indent, f"{shown} = {out.constant(rule, 'rule')}({value})")
-            self.pure(indent, f"if {shown} is None: {shown} = {value}")
-            self.pure(indent, f"elif not {shown} or not {shown}.isprintable(): refuse('display')")
+        if rule is not None:  # its text, or the plain number, remembered by value
+            shown = f"{self.out.constant(_shown(rule), 'shown')}[{value}]"
         self.line(indent, _fline(head, f"{{{shown}}}", self.at(), str(f.codec.size), tail))
         self.delta += f.codec.size
 
