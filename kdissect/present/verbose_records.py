@@ -13,8 +13,9 @@ refused and the message is written the old way.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kdissect.decode import records as rec
 from kdissect.decode.compression import COMPRESSION_NAMES, decompress
@@ -128,6 +129,37 @@ _BIT_ABOUTS = ("bits 0-2: compression codec", "bit 3", "bit 4", "bit 5: transact
 _BIT_TAILS = [generated_tail(about) for about in _BIT_ABOUTS]
 
 
+def _batch_header_writer() -> Callable[..., str]:
+    """One f-string for the 13 lines of a batch header and the 5 of its attributes' bits,
+    made once from `BATCH_FIELDS`: (child prefix, bits' prefix, position, offsets' text,
+    the 13 displays, then compression, timestamp type and the 3 flags as text) -> text."""
+    def literal(text: str) -> str:
+        assert text.isprintable()
+        return text.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{").replace("}", "}}")
+
+    parts, at = [], 0
+    bits = ("compression string = {compression}", "timestampType string = {timestamp_type}",
+            "isTransactional bool = {transactional}", "isControl bool = {control}",
+            "hasDeleteHorizon bool = {horizon}")
+    for place, (head, size, tail) in enumerate(_BATCH_LINES):
+        parts.append(f"{{child}}{literal(head)} = {{d{place}}} [{{H[p + {at}]}}, {size}B]{literal(tail)}")
+        if place == _ATTRIBUTES:
+            parts.extend(f"{{bit}}{line}] [{{H[p + {at}]}}, 0B]{literal(bit_tail)}"
+                         for line, bit_tail in zip(bits, _BIT_TAILS, strict=True))
+        at += size
+    displays = ", ".join(f"d{place}" for place in range(len(_BATCH_LINES)))
+    body = "\\n".join(parts)
+    source = (f"def batch_header(child, bit, p, H, {displays}, compression, timestamp_type, transactional, "
+              f'control, horizon):\n    return f"{body}"')
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<kdissect -V batch header>", "exec"), namespace)
+    function: Callable[..., str] = namespace["batch_header"]
+    return function
+
+
+_batch_header = _batch_header_writer()
+
+
 def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: str, prefix: str) -> None:
     """A clean magic 2 batch: its header's lines in one string, then its records'."""
     fields = _BATCH.unpack_from(data, pos)
@@ -144,24 +176,14 @@ def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: st
         parts.append("control")
     elif transactional:
         parts.append("transactional")
-    shown = [str(value) for value in fields]
-    shown[4], shown[5] = f"0x{crc:08x} (correct)", f"0x{attributes:04x} ({compression}, {timestamp_type})"
-    shown[7], shown[8] = _timestamp(base_time), _timestamp(max_time)
     child = prefix + "+-- "
-    text = [f"{branch}RecordBatch[{index}] RecordBatch = {', '.join(parts)} [{_H[pos]}, {end - pos}B]"
-            " record batch, magic 2"]
-    at = pos
-    for place, ((head, size, tail), display) in enumerate(zip(_BATCH_LINES, shown, strict=True)):
-        text.append(f"{child}{head} = {display} [{_H[at]}, {size}B]{tail}")
-        if place == _ATTRIBUTES:  # its bits, as generated lines below it
-            bit, hexed = f"{prefix}|   +-- [", _H[at]
-            bits = (f"compression string = {compression}", f"timestampType string = {timestamp_type}",
-                    f"isTransactional bool = {_TRUTH[transactional]}", f"isControl bool = {_TRUTH[control]}",
-                    f"hasDeleteHorizon bool = {_TRUTH[bool(attributes & 0x40)]}")
-            text.extend(f"{bit}{line}] [{hexed}, 0B]{bit_tail}" for line, bit_tail in zip(bits, _BIT_TAILS,
-                                                                                         strict=True))
-        at += size
-    lines.append("\n".join(text))
+    lines.append(f"{branch}RecordBatch[{index}] RecordBatch = {', '.join(parts)} [{_H[pos]}, {end - pos}B]"
+                 " record batch, magic 2\n" + _batch_header(
+                     child, f"{prefix}|   +-- [", pos, _H, *fields[:4], f"0x{crc:08x} (correct)",
+                     f"0x{attributes:04x} ({compression}, {timestamp_type})", fields[6], _timestamp(base_time),
+                     _timestamp(max_time), *fields[9:], compression, timestamp_type, _TRUTH[transactional],
+                     _TRUTH[control], _TRUTH[bool(attributes & 0x40)]))
+    at = pos + rec.BATCH_HEADER
     log_append = bool(attributes & 0x08)
     batch = _Batch(base_offset, max_time if log_append else base_time, log_append, control)
     records_prefix = prefix + "    "
@@ -253,9 +275,10 @@ def _record(lines: list[str], batch: _Batch, body: bytes, pos: int, index: int, 
         if control[2] is not None:
             text += "\n" + c + node_text("coordinatorEpoch", "int32", str(control[2]), b7, 0,
                                          "epoch of the transaction coordinator that wrote the marker", True, False)
-    lines.append(text)
     count, b8 = _varint(body, b7)
-    return _headers_lines(lines, body, b7, b8, count, c, prefix + "    ")
+    headers, end = _headers_text(body, b7, b8, count, c, prefix + "    ")
+    lines.append(f"{text}\n{headers}")
+    return end
 
 
 def _control(key: bytes | None, value: bytes | None) -> tuple[str, str, int | None]:
@@ -267,8 +290,8 @@ def _control(key: bytes | None, value: bytes | None) -> tuple[str, str, int | No
     return name, f"{kind} ({name})", epoch
 
 
-def _headers_lines(lines: list[str], body: bytes, pos: int, at: int, count: int, branch: str, prefix: str) -> int:
-    """A record's headers (their count is at `pos`, the first at `at`); the record's end."""
+def _headers_text(body: bytes, pos: int, at: int, count: int, branch: str, prefix: str) -> tuple[str, int]:
+    """A record's headers (their count is at `pos`, the first at `at`): their lines, the record's end."""
     c = prefix + "+-- "
     count_end = at
     texts = []
@@ -283,7 +306,7 @@ def _headers_lines(lines: list[str], body: bytes, pos: int, at: int, count: int,
         value = None if value_length < 0 else body[b2:b3]
         value_shown = value_display(value)
         h = prefix + ("|   " if index < last else "    ") + "+-- "
-        text = (f"{c}Header[{index}] Header = {key} = {value_shown} [{_H[start]}, {b3 - start}B] a record header\n"
+        text = (f"\n{c}Header[{index}] Header = {key} = {value_shown} [{_H[start]}, {b3 - start}B] a record header\n"
                 f"{h}headerKeyLength varint = {key_length} [{_H[start]}, {b0 - start}B] bytes of the key\n"
                 f"{h}headerKey string = {key} [{_H[b0]}, {b1 - b0}B] the header's key\n"
                 f"{h}headerValueLength varint = {'-1 (null)' if value_length < 0 else value_length} "
@@ -292,11 +315,9 @@ def _headers_lines(lines: list[str], body: bytes, pos: int, at: int, count: int,
             text += f"\n{h}headerValue bytes = {value_shown} [{_H[b2]}, {b3 - b2}B] the record's headerValue"
         texts.append(text)
         at = b3
-    lines.append(f"{branch}headers []Header = {count_text(count, 'header')} [{_H[pos]}, {at - pos}B] "
-                 f"record headers\n{c}length varint = {count} [{_H[pos]}, {count_end - pos}B]"
-                 " number of headers that follow")
-    lines.extend(texts)
-    return at
+    return (f"{branch}headers []Header = {count_text(count, 'header')} [{_H[pos]}, {at - pos}B] record headers\n"
+            f"{c}length varint = {count} [{_H[pos]}, {count_end - pos}B] number of headers that follow"
+            + "".join(texts)), at
 
 
 _TIMESTAMPS: dict[int, str] = {}  # milliseconds -> display: records of a batch share most
