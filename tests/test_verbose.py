@@ -222,3 +222,21 @@ def test_compressed_batches_are_written_with_their_decompressed_records(codec: i
     for frame, version in ((_produce_v3(batch), 3), (_produce_v9(batch), 9)):
         text = _written(frame, "request", 0, version)
         assert text is not None and "[decompressed []Record = 5 records]" in text
+
+
+def test_the_writers_follow_the_definitions_in_use(shipped_captures: Path, tmp_path: Path) -> None:
+    from kdissect.decode.schema import configure_definitions
+
+    own = Path(__file__).parents[1] / "kdissect" / "decode" / "schema" / "definitions"
+    text = (own / "DescribeQuorumRequest.json").read_text(encoding="utf-8")
+    (tmp_path / "DescribeQuorumRequest.json").write_text(
+        text.replace("The topics to describe.", "Topics, as the operator's files say."), encoding="utf-8")
+    path = shipped_captures / "quorum_story.pcap"
+    before = [message_text(m) for m in read_messages(path)]
+    try:
+        configure_definitions(tmp_path)
+        after = [message_text(m) for m in read_messages(path)]
+    finally:
+        configure_definitions()
+    assert not any("operator's files" in (text or "") for text in before)
+    assert any("Topics, as the operator's files say." in (text or "") for text in after)

@@ -40,6 +40,7 @@ from kdissect.decode.interpreter import (
     hex_display,
 )
 from kdissect.decode.rows import uvarint_size
+from kdissect.decode.schema import on_sources_change
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import printable
 from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
@@ -103,6 +104,7 @@ class _Layout:
 
 
 _layouts: dict[tuple[int, int, str], _Layout | None] = {}
+on_sources_change(_layouts.clear)  # other definitions, other plans
 
 
 def _layout(key: int, version: int, kind: str) -> _Layout | None:
