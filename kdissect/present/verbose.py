@@ -18,10 +18,12 @@ of that struct to a list, as `kdissect.decode.generated` compiles decoders:
   `kdissect.present.verbose_records`.
 
 The text is exactly `render_rows`'s and so the interpreter's (a test compares
-them on every message of every capture). Whatever the writers do not handle is
-refused (`Refused`): a tagged-field block that is not empty, legacy messages in
-a `records` field, a name or type that would need escaping. The caller then
-writes the message the old way, so output never depends on which path ran.
+them on every message of every capture). The rare parts are written from their
+rows: a tagged-field block that is not empty, legacy message sets in a
+`records` field. Whatever the writers do not handle is refused (`Refused`): a
+name, type or display that would need escaping, a plan with a field kind they
+do not know. The caller then writes the message the old way, so output never
+depends on which path ran.
 """
 
 from __future__ import annotations
@@ -213,10 +215,6 @@ class _Unsupported(Exception):
     """A plan holds something the generator does not write: every message of it is refused."""
 
 
-def refuse(why: str) -> None:
-    raise Refused(why)
-
-
 def generated_lines(append: Callable[[str], None], extra: list[GeneratedValue], after: str, at: int,
                     branch: str) -> None:
     """The generated values that follow the field `after`, as `rows` inserts them: each right
@@ -253,7 +251,7 @@ class _Source:
         self.lines: list[str] = []
         self.counter = 0
         self.constants: dict[str, Any] = {
-            "H": HEXES, "refuse": refuse, "printable": printable, "hex_display": hex_display,
+            "H": HEXES, "printable": printable, "hex_display": hex_display,
             "uvarint_size": uvarint_size, "follow_tail": follow_tail, "count_display": count_display,
             "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text,
             "string_size": string_size, "records_lines": records_lines, "tagged_lines": tagged_lines,
