@@ -1,10 +1,12 @@
-"""`-V` lines of a `records` field, written straight from its decoded batches.
+"""`-V` lines of a `records` field, written straight from its batches' bytes.
 
 The same lines `render_rows` writes from `record_rows` (and so the interpreter
-from `record_nodes`), without building a row: the layout of a magic 2 batch
-and its records is fixed, so each record is one f-string of several lines (the
-text is the same once the lines are joined). A body reaches here only when the
-fast path took it, so its batches decoded without a note. Legacy message sets
+from `record_nodes`), without building a row or a `Record`: a body reaches here
+only when the fast path took it, so its batches decode without a note
+(`record_check.records_clean`) and are read here as `records.decode_batch`
+reads them, with no check left to make. The layout of a magic 2 batch and its
+records is fixed, so a batch header is one f-string and so is each record (the
+text is the same once the lines are joined). Legacy message sets
 (magic 0 and 1, rare) are laid out by `record_rows` and written as rows, as
 are tagged-field blocks that are not empty (`tagged_lines`); anything else is
 refused and the message is written the old way.
