@@ -1,0 +1,602 @@
+"""`-V` text written straight from a body's flat values, by writers generated from its plan.
+
+`render_rows` lays a body out as Row tuples and then formats them: most of
+`-V`'s time went into building tuples only to take them apart again. Here each
+struct plan compiles, on first use, into Python source that appends the lines
+of that struct to a list, as `kdissect.decode.generated` compiles decoders:
+
+- the name, type and description of every field are baked into its f-string
+  (descriptions already cut to the limit and escaped);
+- offsets follow as the fields tile the struct (one running position), sizes
+  from the values, as `rows` works them out;
+- the tree's prefixes are passed in; a line whose size is known only after its
+  children (an array, a struct) is a slot filled in when they are written;
+- nested structs are inlined, arrays of integers are one comprehension;
+- integer displays follow the API's rules and the schema's meanings, and
+  generated values (`Dissector.response_generated_values`) are inserted after
+  their field, as in `rows`; `records` fields are written by
+  `kdissect.present.verbose_records`.
+
+The text is exactly `render_rows`'s and so the interpreter's (a test compares
+them on every message of every capture). The rare parts are written from their
+rows: a tagged-field block that is not empty, legacy message sets in a
+`records` field. Whatever the writers do not handle is refused (`Refused`): a
+name, type or display that would need escaping, a plan with a field kind they
+do not know. The caller then writes the message the old way, so output never
+depends on which path ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kdissect.apis import APIS, request_header_version, response_header_version
+from kdissect.decode.dissect import FRAME_ABOUT, HEADER_ABOUT, HEADER_NAME, SIZE_ABOUT, message_name
+from kdissect.decode.generated import StructDecoder, struct_decoder
+from kdissect.decode.interpreter import (
+    NULLABLE_STRUCT_ABOUT,
+    count_display,
+    elements_follow,
+    hex_display,
+)
+from kdissect.decode.rows import uvarint_size
+from kdissect.decode.schema import on_sources_change
+from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
+from kdissect.decode.tree import printable
+from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
+from kdissect.dissectors.registry import dissector
+from kdissect.present.lines import about_tail, node_text
+from kdissect.present.verbose_records import HEXES, Refused, records_lines, tagged_lines
+
+if TYPE_CHECKING:
+    from kdissect.pair.message import Message
+
+Values = dict[str, Any]
+Generated = dict[int, list[GeneratedValue]]
+# (lines, values, position, child prefix, frame, generated values) -> the position after the struct
+StructWriter = Callable[[list[str], Values, int, str, bytes, Generated], int]
+_NO_DISPLAYS: dict[str, Display] = {}
+_NO_GENERATED: Generated = {}
+_SCALARS = (Kind.INTEGER, Kind.FLOAT, Kind.BOOL, Kind.UUID)  # one line each, of a fixed size
+_STRINGS = (Kind.STRING, Kind.BYTES)
+# Python allows 20 statically nested blocks; deeper structs get a function of their own.
+_MAX_INLINE_INDENT = 12
+
+
+def message_text(message: Message) -> str | None:
+    """`-V`'s tree of a message whose body took the fast path; None for any other message
+    (or one the writers refuse), which the caller writes from rows or the tree."""
+    key, version = message.api_key, message.api_version
+    if key is None or version is None or message_plan(key, version, message.kind) is None:
+        return None
+    values = message.fast_values(keep=False)
+    return None if values is None else frame_text(message.frame.data, message.kind, key, version, values)
+
+
+def frame_text(data: bytes, kind: str, api_key: int, version: int, body: Values) -> str | None:
+    """The text `render_rows(message_rows(data, kind, api_key, version, body))` gives, for a
+    frame whose body's flat values `body` came from the fast path; None when refused."""
+    layout = _layouts.get((api_key, version, kind))
+    if layout is None:
+        layout = _layouts[(api_key, version, kind)] = _layout(api_key, version, kind)
+    if layout is None:
+        return None
+    try:
+        return _message_text(data, version, body, layout)
+    except Refused:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """What every message of one (API, version, direction) shares."""
+
+    title: str  # the message's name, "message" and its version
+    header_title: str  # the header's name and version
+    header_about: str
+    header_decoder: StructDecoder
+    header_writer: StructWriter
+    body_title: str  # the body's name and type
+    body_about: str
+    body: StructPlan
+    displays: Mapping[str, Display]
+    generated_values: Callable[[Values], Generated] | None
+
+
+_layouts: dict[tuple[int, int, str], _Layout | None] = {}
+on_sources_change(_layouts.clear)  # other definitions, other plans
+
+
+def _layout(key: int, version: int, kind: str) -> _Layout | None:
+    plan = message_plan(key, version, kind)
+    if plan is None:
+        return None
+    header_version = (request_header_version if kind == "request" else response_header_version)(key, version)
+    header = header_plan(kind, header_version).body
+    decoder = struct_decoder(header)
+    if decoder is None:
+        return None
+    meaning = dissector(key) if kind == "response" else None
+    return _Layout(f"{message_name(key, kind)} message v{version}", f"{HEADER_NAME[kind]} v{header_version}",
+                   about_tail(HEADER_ABOUT[kind]), decoder, _writer(header, _HEADER_DISPLAYS[kind], False),
+                   f"{plan.name} struct", about_tail(f"message body, version {version}"), plan.body,
+                   _NO_DISPLAYS if meaning is None else meaning.response_displays,
+                   None if meaning is None else meaning.response_generated_values)
+
+
+_FRAME = "+-- " + node_text("Frame", "frame", "", 0, 4, FRAME_ABOUT, False, False)
+_SIZE_TAIL = about_tail(SIZE_ABOUT)
+
+
+def _message_text(data: bytes, version: int, values: Values, layout: _Layout) -> str:
+    header_values, header_end = layout.header_decoder(data, 4, len(data))
+    size = len(data)
+    lines = [f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
+             f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
+             f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}"]
+    layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED)
+    lines.append(f"+-- {layout.body_title} [{HEXES[header_end]}, {size - header_end}B]{layout.body_about}")
+    generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
+    _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated)
+    return "\n".join(lines)
+
+
+def _api_key_display(value: int) -> str:
+    api = APIS.get(value)
+    return f"{value} ({api.name if api else 'unknown API'})"
+
+
+# The request header names its API by number and name (as `rows` shows it).
+_HEADER_DISPLAYS: dict[str, Mapping[str, Display]] = {
+    "request": {"request_api_key": _api_key_display}, "response": _NO_DISPLAYS}
+_WRITERS: dict[tuple[int, int, bool], tuple[StructPlan, Mapping[str, Display], StructWriter]] = {}
+
+
+def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) -> StructWriter:
+    """The writer of `plan`'s fields under these display rules, compiled on first use.
+
+    `generated` says whether the body may have generated values to insert (a
+    writer without their checks is a little faster: most APIs have none).
+    """
+    key = (id(plan), id(displays), generated)
+    found = _WRITERS.get(key)
+    if found is not None and found[0] is plan and found[1] is displays:
+        return found[2]
+    out = _Source()
+    out.emit(0, "def write(L, v, p, c, data, gen):")
+    out.emit(1, "a = L.append")
+    try:
+        _Generator(out, displays, generated).struct(plan, "v", "c", 1)
+        out.emit(1, "return p")
+        writer: StructWriter = out.compile("write", plan.name)
+    except _Unsupported:
+        writer = _refusing
+    _WRITERS[key] = (plan, displays, writer)
+    return writer
+
+
+def _refusing(lines: list[str], values: Values, pos: int, prefix: str, data: bytes, generated: Generated) -> int:
+    raise Refused("a plan the writers do not handle")
+
+
+class _Shown(dict[int, str]):
+    """An integer display rule's text of each value (the plain number where it says nothing),
+    remembered: rules are functions of the value, and values repeat. A text that would need
+    escaping is refused (the rows write it, escaped)."""
+
+    def __init__(self, rule: Display) -> None:
+        super().__init__()
+        self.rule = rule
+
+    def __missing__(self, value: int) -> str:
+        shown = self.rule(value)
+        text = str(value) if shown is None else shown
+        if not text or not text.isprintable():
+            raise Refused("a display that needs escaping")
+        if len(self) >= 4096:
+            self.clear()
+        self[value] = text
+        return text
+
+
+_SHOWN: dict[int, tuple[Display, _Shown]] = {}
+
+
+def _shown(rule: Display) -> _Shown:
+    found = _SHOWN.get(id(rule))
+    if found is None or found[0] is not rule:
+        found = _SHOWN[id(rule)] = (rule, _Shown(rule))
+    return found[1]
+
+
+class _Unsupported(Exception):
+    """A plan holds something the generator does not write: every message of it is refused."""
+
+
+def generated_lines(append: Callable[[str], None], extra: list[GeneratedValue], after: str, at: int,
+                    branch: str) -> None:
+    """The generated values that follow the field `after`, as `rows` inserts them: each right
+    after the field, so that later ones come first."""
+    for item in reversed(extra):
+        if item.after == after:
+            append(branch + node_text(item.name, item.type, str(item.value), at, 0, item.about, True, False))
+
+
+def generated_text(extra: list[GeneratedValue], after: str, at: int, branch: str) -> str:
+    """`generated_lines` as text to follow a line in the same string ("" for none)."""
+    lines: list[str] = []
+    generated_lines(lines.append, extra, after, at, branch)
+    return "".join("\n" + line for line in lines)
+
+
+def follow_tail(count: int | None) -> str:
+    """The description of an array's length, as a line's tail."""
+    return " " + elements_follow(count)
+
+
+_FOLLOWS = [follow_tail(count) for count in range(256)]  # of the common lengths, made once
+_COUNTS = [count_display(count) for count in range(256)]
+
+
+def string_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
+
+
+class _Source:
+    """Python source of one writer, line by line; local names unique within it."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.counter = 0
+        self.constants: dict[str, Any] = {
+            "H": HEXES, "printable": printable, "hex_display": hex_display,
+            "uvarint_size": uvarint_size, "follow_tail": follow_tail, "count_display": count_display,
+            "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text,
+            "string_size": string_size, "records_lines": records_lines, "tagged_lines": tagged_lines,
+            "TRUTH": ("false", "true"),
+            "FOLLOWS": _FOLLOWS, "COUNTS": _COUNTS,
+        }
+
+    def emit(self, indent: int, text: str) -> None:
+        self.lines.append("    " * indent + text)
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+    def constant(self, value: Any, stem: str = "k") -> str:
+        name = self.fresh(stem)
+        self.constants[name] = value
+        return name
+
+    def compile(self, name: str, what: str) -> Any:
+        namespace = dict(self.constants)
+        source = "\n".join(self.lines)
+        exec(compile(source, f"<kdissect -V writer {what}>", "exec"), namespace)
+        function = namespace[name]
+        function.__doc__ = source  # what was generated, for whoever debugs it
+        return function
+
+
+def _literal(text: str) -> str:
+    """`text` as the literal part of a double-quoted f-string (it must print as it is)."""
+    if not text.isprintable():
+        raise _Unsupported(f"{text!r} would need escaping")
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{").replace("}", "}}")
+
+
+def _fline(head: str, display: str, at: str, size: str, tail: str) -> str:
+    """One line as the inside of an f-string: `head` and `display` are f-string parts
+    (display "" for none), `at` an expression, `size` an f-string part, `tail` text."""
+    shown = f" = {display}" if display else ""
+    return f"{head}{shown} [{{H[{at}]}}, {size}B]{_literal(tail)}"
+
+
+class _Generator:
+    """Emits straight-line code writing a struct plan's lines.
+
+    Lines waiting to be written (`pending`) are joined into one f-string, one
+    `append` for a run of fields: the text is the same once the lines are joined.
+    The position is `base + delta`: `delta` grows at compile time over fixed-size
+    fields, `base` is a fresh local after a field of variable size, and `p` wherever
+    control flow joins (branches, loops), which writes the pending lines first.
+    """
+
+    def __init__(self, out: _Source, displays: Mapping[str, Display], generated: bool) -> None:
+        self.out = out
+        self.displays = displays
+        self.generated = generated
+        self.base, self.delta = "p", 0
+        self.pending: list[str] = []
+        self.pending_indent = 0
+
+    def at(self) -> str:
+        return f"{self.base} + {self.delta}" if self.delta else self.base
+
+    def line(self, indent: int, text: str) -> None:
+        """A line to write, as the inside of an f-string."""
+        if self.pending and self.pending_indent != indent:
+            self.flush()
+        self.pending.append(text)
+        self.pending_indent = indent
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.emit(self.pending_indent, 'a(f"' + "\\n".join(self.pending) + '")')
+            self.pending = []
+
+    def emit(self, indent: int, text: str) -> None:
+        """A statement that appends lines or moves `p`: the pending lines go first."""
+        self.flush()
+        self.out.emit(indent, text)
+
+    def pure(self, indent: int, text: str) -> None:
+        """A statement that neither appends nor moves `p` (nor rebinds a name a pending line reads)."""
+        if self.pending and self.pending_indent != indent:
+            self.flush()
+        self.out.emit(indent, text)
+
+    def settle(self, indent: int) -> None:
+        """Bring the position into `p`, before control flow."""
+        if self.base != "p" or self.delta:
+            self.emit(indent, f"p = {self.at()}")
+            self.base, self.delta = "p", 0
+
+    def advance(self, indent: int, size: str) -> None:
+        """Move the position by a size known only at run time (an expression)."""
+        base = self.out.fresh("q")
+        self.pure(indent, f"{base} = {self.at()} + {size}")
+        self.base, self.delta = base, 0
+
+    def struct(self, plan: StructPlan, values: str, prefix: str, indent: int) -> None:
+        """Emit the lines of `plan`'s fields (values in `values`, tree prefix in `prefix`)."""
+        out = self.out
+        branch = out.fresh("b")
+        self.pure(indent, f"{branch} = {prefix} + '+-- '")
+        nested = [f for f in plan.fields if f.kind in (Kind.ARRAY, Kind.STRUCT, Kind.RECORDS)]
+        continued = out.fresh("cm")
+        self.pure(indent, f"{continued} = {prefix} + '|   '")
+        ended = ""
+        if nested or plan.flexible:
+            ended = out.fresh("ce")
+            self.pure(indent, f"{ended} = {prefix} + '    '")
+        items = [out.fresh("x") for _ in plan.fields]
+        if items:
+            self.pure(indent, f"{', '.join(items)}, = {values}.values()")
+        extra = after = ""
+        if self.generated:
+            extra, after = out.fresh("extra"), out.fresh("after")
+            self.pure(indent, f"{extra} = gen.get(id({values})) if gen else None")
+            self.pure(indent, f"{after} = {{item.after for item in {extra}}} if {extra} else ()")
+        for index, (field, item) in enumerate(zip(plan.fields, items, strict=True)):
+            below = continued
+            if index == len(plan.fields) - 1 and not plan.flexible and field in nested:
+                below = self.last_prefix(field.name, after, continued, ended, indent)
+            scalar = field.kind in _SCALARS or (field.kind in _STRINGS and not field.nullable)
+            start = self.at()
+            if extra and not scalar:
+                self.settle(indent)
+                start = out.fresh("q")
+                self.pure(indent, f"{start} = p")
+            self.field(field, _literal(field.name), item, field.about, branch, below, indent, named=True)
+            if extra and scalar:  # one line, pending: its generated lines follow in the same string
+                self.pending[-1] += (f"{{generated_text({extra}, {field.name!r}, {start}, {branch}) "
+                                     f"if {field.name!r} in {after} else ''}}")
+            elif extra:
+                self.settle(indent)
+                self.emit(indent, f"if {field.name!r} in {after}: generated_lines(a, {extra}, {field.name!r}, {start}, "
+                                  f"{branch})")
+        if plan.flexible:
+            self.tagged_fields(plan, branch, self.last_prefix("tagged_fields", after, continued, ended, indent),
+                               indent)
+            if extra:
+                self.settle(indent)
+                self.emit(indent, f"if {extra}: generated_lines(a, {extra}, 'tagged_fields', q, {branch})")
+        self.settle(indent)
+
+    def last_prefix(self, name: str, after: str, continued: str, ended: str, indent: int) -> str:
+        """The prefix below the last field: continued when generated values follow it."""
+        if not after:
+            return ended
+        below = self.out.fresh("cl")
+        self.pure(indent, f"{below} = {continued} if {name!r} in {after} else {ended}")
+        return below
+
+    def tagged_fields(self, plan: StructPlan, branch: str, below: str, indent: int) -> None:
+        """The struct's tagged-field block: most are empty (one byte, 0), the rest laid out as rows."""
+        self.settle(indent)
+        tail = about_tail(plan.tagged_about)
+        block = self.out.constant((plan, self.displays), "tagged")
+        start = "q = p; " if self.generated else ""  # where generated values after the block go
+        self.emit(indent, f"if data[p]: {start}p = tagged_lines(L, data, p, {branch}, {below}, *{block})")
+        self.pure(indent, "else:")
+        self.line(indent + 1, _fline(f"{{{branch}}}tagged_fields uvarint", "0", "p", "1", tail))
+        self.emit(indent + 1, f"{start}p += 1")
+
+    def field(self, f: FieldPlan, name: str, value: str, about: str, branch: str, below: str, indent: int,
+              *, named: bool = False) -> None:
+        """Emit the lines of one field: `name` is an f-string part (it may hold `{i}`), `below`
+        the name of the prefix of its children."""
+        head = f"{{{branch}}}{name} {_literal(f.label)}"
+        tail = about_tail(about)
+        kind = f.kind
+        if kind is Kind.INTEGER:
+            self.integer(f, head, value, tail, indent, named)
+        elif kind in (Kind.FLOAT, Kind.BOOL, Kind.UUID):
+            size, shown = {Kind.FLOAT: (8, f"{{{value}!r}}"), Kind.BOOL: (1, f"{{TRUTH[{value}]}}"),
+                           Kind.UUID: (16, f"{{{value}}}")}[kind]
+            self.line(indent, _fline(head, shown, self.at(), str(size), tail))
+            self.delta += size
+        elif (kind is Kind.STRING or kind is Kind.BYTES) and not f.nullable:
+            self.length_prefixed(f, head, value, tail, indent)
+        elif kind is Kind.STRING or kind is Kind.BYTES:
+            self.settle(indent)
+            self.nullable(f, head, value, tail, indent)
+        elif kind is Kind.ARRAY:
+            self.settle(indent)
+            self.array(f, head, value, tail, below, indent)
+        elif kind is Kind.STRUCT:
+            self.settle(indent)
+            self.nested(f, head, value, tail, below, indent)
+        elif kind is Kind.RECORDS:
+            if not named or name != _literal(f.name) or not f.label.isprintable():
+                raise _Unsupported(f"{f.name}: records not in a named field")
+            self.settle(indent)
+            text = self.out.constant((f.name, f.label, about), "field")
+            self.emit(indent, f"p = records_lines(L, data, {value}, p, {branch}, {below}, *{text}, {f.compact})")
+        else:
+            raise _Unsupported(f"{f.name}: kind {kind!r}")
+
+    def integer(self, f: FieldPlan, head: str, value: str, tail: str, indent: int, named: bool) -> None:
+        rule = None
+        if named:
+            rule = self.displays.get(f.name) if self.displays else None
+            if rule is None and f.meaning is not None:  # what the schema says it is
+                rule = SCHEMA_DISPLAYS[f.meaning]
+        shown = value
+        if rule is not None:  # its text, or the plain number, remembered by value
+            shown = f"{self.out.constant(_shown(rule), 'shown')}[{value}]"
+        self.line(indent, _fline(head, f"{{{shown}}}", self.at(), str(f.codec.size), tail))
+        self.delta += f.codec.size
+
+    def length_prefixed(self, f: FieldPlan, head: str, value: str, tail: str, indent: int) -> None:
+        """A string or bytes field that is not null: its display, then its length prefix's form."""
+        out = self.out
+        n = out.fresh("n")
+        if f.kind is Kind.STRING:
+            self.pure(indent, f"{n} = string_size({value})")
+            shown = f'\\"{{{value} if {value}.isprintable() else printable({value})}}\\"'
+            width = 2
+        else:
+            self.pure(indent, f"{n} = len({value})")
+            shown = f"{{hex_display({value})}}"
+            width = 4
+        if f.compact:
+            s = out.fresh("s")
+            self.pure(indent, f"{s} = 1 if {n} < 127 else uvarint_size({n} + 1)")
+            shown += f" (compact, len+1={{{n} + 1}})"
+            self.line(indent, _fline(head, shown, self.at(), f"{{{s} + {n}}}", tail))
+            self.advance(indent, f"{s} + {n}")
+        else:
+            shown += f" (int{width * 8} len={{{n}}})"
+            self.line(indent, _fline(head, shown, self.at(), f"{{{width} + {n}}}", tail))
+            self.advance(indent, f"{width} + {n}")
+
+    def nullable(self, f: FieldPlan, head: str, value: str, tail: str, indent: int) -> None:
+        """A nullable string or bytes field (the position is settled)."""
+        width = 2 if f.kind is Kind.STRING else 4
+        null = "null (compact, len+1=0)" if f.compact else f"null (int{width * 8} len=-1)"
+        size = 1 if f.compact else width
+        self.emit(indent, f"if {value} is None:")
+        self.line(indent + 1, _fline(head, null, "p", str(size), tail))
+        self.emit(indent + 1, f"p += {size}")
+        self.emit(indent, "else:")
+        self.length_prefixed(f, head, value, tail, indent + 1)
+        self.settle(indent + 1)
+
+    def array(self, f: FieldPlan, head: str, value: str, tail: str, below: str, indent: int) -> None:
+        out, element = self.out, f.element
+        assert element is not None
+        width = 1 if f.compact else 4
+        length_head = f"{{{below}}}+-- length {'uvarint' if f.compact else 'int32'}"
+        if f.nullable:
+            self.emit(indent, f"if {value} is None:")
+            self.line(indent + 1, _fline(head, "null", "p", str(width), tail))
+            wire = "0 (compact, n+1)" if f.compact else "-1"
+            self.line(indent + 1, _fline(length_head, wire, "p", str(width), " null array"))
+            self.emit(indent + 1, f"p += {width}")
+            self.emit(indent, "else:")
+            indent += 1
+        n, slot, start = out.fresh("n"), out.fresh("j"), out.fresh("s")
+        self.emit(indent, f"{n} = len({value})")
+        self.emit(indent, f"{slot} = len(L)")
+        self.emit(indent, "a(None)")
+        self.emit(indent, f"{start} = p")
+        if f.compact:
+            self.pure(indent, f"s = 1 if {n} < 127 else uvarint_size({n} + 1)")
+            line = _fline(length_head, f"{{{n} + 1}} (compact, n+1)", "p", "{s}", "")
+            self.emit(indent, f'a(f"{line}{{FOLLOWS[{n}] if {n} < 256 else follow_tail({n})}}")')
+            self.emit(indent, "p += s")
+        else:
+            line = _fline(length_head, f"{{{n}}}", "p", "4", "")
+            self.emit(indent, f'a(f"{line}{{FOLLOWS[{n}] if {n} < 256 else follow_tail({n})}}")')
+            self.emit(indent, "p += 4")
+        self.elements(element, value, n, below, indent)
+        line = _fline(head, f"{{COUNTS[{n}] if {n} < 256 else count_display({n})}}", start, f"{{p - {start}}}", tail)
+        self.emit(indent, f'L[{slot}] = f"{line}"')
+
+    def elements(self, element: FieldPlan, value: str, count: str, prefix: str, indent: int) -> None:
+        out = self.out
+        branch = out.fresh("eb")
+        self.pure(indent, f"{branch} = {prefix} + '+-- '")
+        label = _literal(element.label)
+        i, item = out.fresh("i"), out.fresh("y")
+        if element.kind is Kind.INTEGER:  # arrays of ids and offsets: one comprehension
+            size = element.codec.size
+            line = _fline(f"{{{branch}}}{label}[{{{i}}}] {label}", f"{{{item}}}", f"p + {size} * {i}", str(size), "")
+            self.emit(indent, f'L.extend([f"{line}" for {i}, {item} in enumerate({value})])')
+            self.emit(indent, f"p += {size} * {count}")
+            return
+        continued, ended, last = out.fresh("em"), out.fresh("ee"), out.fresh("last")
+        self.pure(indent, f"{continued} = {prefix} + '|   '")
+        self.pure(indent, f"{ended} = {prefix} + '    '")
+        self.pure(indent, f"{last} = {count} - 1")
+        self.emit(indent, f"for {i}, {item} in enumerate({value}):")
+        below = out.fresh("c")
+        self.pure(indent + 1, f"{below} = {continued} if {i} < {last} else {ended}")
+        name = f"{label}[{{{i}}}]"
+        if element.kind is Kind.STRUCT:
+            assert element.struct is not None
+            self.struct_node(element.struct, f"{{{branch}}}{name} {label}", item, "", below, indent + 1)
+        else:
+            self.field(element, name, item, "", branch, below, indent + 1)
+            self.settle(indent + 1)  # the position moves with every element
+        self.flush()
+
+    def nested(self, f: FieldPlan, head: str, value: str, tail: str, below: str, indent: int) -> None:
+        assert f.struct is not None
+        out = self.out
+        presence = f"{{{below}}}+-- presence int8"
+        presence_tail = about_tail(NULLABLE_STRUCT_ABOUT)
+        if not f.nullable:
+            self.struct_node(f.struct, head, value, tail, below, indent)
+            return
+        self.emit(indent, f"if {value} is None:")
+        self.line(indent + 1, _fline(head, "null", "p", "1", tail))
+        self.line(indent + 1, _fline(presence, "-1 (null)", "p", "1", presence_tail))
+        self.emit(indent + 1, "p += 1")
+        self.emit(indent, "else:")
+        slot, start = out.fresh("j"), out.fresh("s")
+        self.emit(indent + 1, f"{slot} = len(L)")
+        self.emit(indent + 1, "a(None)")
+        self.emit(indent + 1, f"{start} = p")
+        self.line(indent + 1, _fline(presence, "1 (present)", "p", "1", presence_tail))
+        self.delta += 1
+        self.struct_body(f.struct, value, below, indent + 1)
+        line = _fline(head, "struct", start, f"{{p - {start}}}", tail)
+        self.emit(indent + 1, f'L[{slot}] = f"{line}"')
+
+    def struct_node(self, plan: StructPlan, head: str, value: str, tail: str, below: str, indent: int) -> None:
+        """A struct's own line (a slot until its size is known), then its fields' lines."""
+        out = self.out
+        slot, start = out.fresh("j"), out.fresh("s")
+        self.emit(indent, f"{slot} = len(L)")
+        self.emit(indent, "a(None)")
+        self.emit(indent, f"{start} = p")
+        self.struct_body(plan, value, below, indent)
+        line = _fline(head, "struct", start, f"{{p - {start}}}", tail)
+        self.emit(indent, f'L[{slot}] = f"{line}"')
+
+    def struct_body(self, plan: StructPlan, value: str, prefix: str, indent: int) -> None:
+        """Inline a struct's fields, or call their own writer where Python's block nesting ends."""
+        if indent < _MAX_INLINE_INDENT:
+            self.struct(plan, value, prefix, indent)
+            return
+        self.settle(indent)
+        writer = self.out.constant(_writer(plan, self.displays, self.generated), "write")
+        self.emit(indent, f"p = {writer}(L, {value}, p, {prefix}, data, gen)")
+
+
+__all__ = ["Refused", "frame_text", "message_text"]

@@ -1,0 +1,337 @@
+"""`-V` lines of a `records` field, written straight from its batches' bytes.
+
+The same lines `render_rows` writes from `record_rows` (and so the interpreter
+from `record_nodes`), without building a row or a `Record`: a body reaches here
+only when the fast path took it, so its batches decode without a note
+(`record_check.records_clean`) and are read here as `records.decode_batch`
+reads them, with no check left to make. The layout of a magic 2 batch and its
+records is fixed, so a batch header is one f-string and so is each record (the
+text is the same once the lines are joined). Legacy message sets
+(magic 0 and 1, rare) are laid out by `record_rows` and written as rows, as
+are tagged-field blocks that are not empty (`tagged_lines`); anything else is
+refused and the message is written the old way.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kdissect.decode import records as rec
+from kdissect.decode.compression import COMPRESSION_NAMES, decompress
+from kdissect.decode.record_nodes import (
+    BATCH_FIELDS,
+    DECOMPRESSED_ABOUT,
+    count_text,
+    timestamp_display,
+    value_display,
+)
+from kdissect.decode.record_rows import entries_rows
+from kdissect.decode.rows import _Layout, uvarint_size  # _Layout: rows of a tagged-field block
+from kdissect.decode.schema.plan import StructPlan
+from kdissect.decode.tree import printable
+from kdissect.dissectors import Display
+from kdissect.present.lines import GENERATED_TAILS, about_tail, generated_tail, node_text, row_lines
+
+
+class Refused(Exception):
+    """The `-V` writers have no lines for this message: it is written from rows or the tree."""
+
+
+class _Hexes(dict[int, str]):
+    """`0x%04x` of an offset, kept for the offsets of ordinary frames."""
+
+    def __missing__(self, offset: int) -> str:
+        text = f"0x{offset:04x}"
+        if 0 <= offset < 1 << 16:
+            self[offset] = text
+        return text
+
+
+HEXES = _Hexes()
+_H = HEXES
+
+# name type, size and tail of the batch header's fields, in wire order
+_BATCH_LINES = [(f"{name} {kind}", size, about_tail(about)) for name, kind, size, about in BATCH_FIELDS]
+_ATTRIBUTES = 5  # the attributes' place among them: their bits follow as generated lines
+_CREATE_TIME_TAIL = generated_tail("baseTimestamp plus timestampDelta")
+_LOG_APPEND_TAIL = generated_tail("LogAppendTime: the batch's maxTimestamp")
+_OFFSET_TAIL = generated_tail("baseOffset plus offsetDelta")
+
+
+def tagged_lines(lines: list[str], data: bytes, pos: int, branch: str, below: str, plan: StructPlan,
+                 displays: Mapping[str, Display]) -> int:
+    """A tagged-field block that is not empty, laid out as rows (the fast path checked it); its end."""
+    row = _Layout(data, displays, {}).tagged_fields(plan, pos)
+    name, kind, _, display, offset, size, about, children, _ = row
+    lines.append(branch + node_text(name, kind, display, offset, size, about, False, False))
+    if children:
+        row_lines(children, below, lines)
+    return pos + size
+
+
+def records_lines(lines: list[str], data: bytes, value: bytes | None, pos: int, branch: str, below: str,
+                  name: str, label: str, about: str, compact: bool) -> int:
+    """The lines of a `records` field at `pos` (its line, its length, its batches); the end.
+
+    The fast path took the body, so every entry decodes without a note (`records_clean`):
+    batches are read here as `records.decode_batch` reads them, with no check left to
+    make; message sets of magic 0 and 1 are laid out by `record_rows`.
+    """
+    tail = about_tail(about)
+    append = lines.append
+    if value is None:
+        shown, size = ("null (compact, len+1=0)", 1) if compact else ("null (int32 len=-1)", 4)
+        append(f"{branch}{name} {label} = {shown} [{_H[pos]}, {size}B]{tail}")
+        return pos + size
+    length = len(value)
+    if compact:
+        prefix = uvarint_size(length + 1)
+        length_line = f"{below}+-- length uvarint = {length + 1} (compact, len+1) [{_H[pos]}, {prefix}B]"
+        form = f"(compact, len+1={length + 1})"
+    else:
+        prefix = 4
+        length_line = f"{below}+-- length int32 = {length} [{_H[pos]}, 4B]"
+        form = f"(int32 len={length})"
+    start = end = pos + prefix
+    stop = start + length
+    batches = []
+    while end < stop:
+        batches.append(end)
+        if data[end + 16] != 2:
+            batches = []
+            break
+        end += rec.LOG_OVERHEAD + _INT32.unpack_from(data, end + 8)[0]
+    rows = None
+    if not batches and length:  # message sets of magic 0 and 1, as rows
+        rows = entries_rows(data, start, stop)
+        if rows is None:
+            raise Refused("entries with notes")
+    count = len(batches) if rows is None else len(rows)
+    append(f"{branch}{name} {label} = {length} bytes, {count} batch{'' if count == 1 else 'es'} {form} "
+           f"[{_H[pos]}, {prefix + length}B]{tail}\n{length_line} {length} bytes of records follow")
+    if rows:
+        row_lines(rows, below, lines)
+        return stop
+    entry_branch, continued, ended = below + "+-- ", below + "|   ", below + "    "
+    last = count - 1
+    for index, at in enumerate(batches):
+        _batch_lines(lines, data, at, index, entry_branch, continued if index < last else ended)
+    return stop
+
+
+_INT32 = struct.Struct(">i")
+_BATCH = struct.Struct(">qiibIhiqqqhii")
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+_BIT_ABOUTS = ("bits 0-2: compression codec", "bit 3", "bit 4", "bit 5: transaction markers",
+               "bit 6: baseTimestamp is the delete horizon")
+_BIT_TAILS = [generated_tail(about) for about in _BIT_ABOUTS]
+
+
+def _batch_header_writer() -> Callable[..., str]:
+    """One f-string for the 13 lines of a batch header and the 5 of its attributes' bits,
+    made once from `BATCH_FIELDS`: (child prefix, bits' prefix, position, offsets' text,
+    the 13 displays, then compression, timestamp type and the 3 flags as text) -> text."""
+    def literal(text: str) -> str:
+        assert text.isprintable()
+        return text.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{").replace("}", "}}")
+
+    parts, at = [], 0
+    bits = ("compression string = {compression}", "timestampType string = {timestamp_type}",
+            "isTransactional bool = {transactional}", "isControl bool = {control}",
+            "hasDeleteHorizon bool = {horizon}")
+    for place, (head, size, tail) in enumerate(_BATCH_LINES):
+        parts.append(f"{{child}}{literal(head)} = {{d{place}}} [{{H[p + {at}]}}, {size}B]{literal(tail)}")
+        if place == _ATTRIBUTES:
+            parts.extend(f"{{bit}}{line}] [{{H[p + {at}]}}, 0B]{literal(bit_tail)}"
+                         for line, bit_tail in zip(bits, _BIT_TAILS, strict=True))
+        at += size
+    displays = ", ".join(f"d{place}" for place in range(len(_BATCH_LINES)))
+    body = "\\n".join(parts)
+    source = (f"def batch_header(child, bit, p, H, {displays}, compression, timestamp_type, transactional, "
+              f'control, horizon):\n    return f"{body}"')
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<kdissect -V batch header>", "exec"), namespace)
+    function: Callable[..., str] = namespace["batch_header"]
+    return function
+
+
+_batch_header = _batch_header_writer()
+
+
+def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: str, prefix: str) -> None:
+    """A clean magic 2 batch: its header's lines in one string, then its records'."""
+    fields = _BATCH.unpack_from(data, pos)
+    (base_offset, batch_length, _, _, crc, attributes, _, base_time, max_time, _, _, _, count) = fields
+    end = pos + rec.LOG_OVERHEAD + batch_length
+    codec = attributes & 0x07
+    compression = COMPRESSION_NAMES[codec]  # clean: a codec that decompressed
+    timestamp_type = rec.TIMESTAMP_TYPES[(attributes >> 3) & 1]
+    transactional, control = bool(attributes & 0x10), bool(attributes & 0x20)
+    parts = [f"{count} record{'' if count == 1 else 's'}", f"offset {base_offset}"]
+    if codec:
+        parts.append(compression)
+    if control:
+        parts.append("control")
+    elif transactional:
+        parts.append("transactional")
+    child = prefix + "+-- "
+    lines.append(f"{branch}RecordBatch[{index}] RecordBatch = {', '.join(parts)} [{_H[pos]}, {end - pos}B]"
+                 " record batch, magic 2\n" + _batch_header(
+                     child, f"{prefix}|   +-- [", pos, _H, *fields[:4], f"0x{crc:08x} (correct)",
+                     f"0x{attributes:04x} ({compression}, {timestamp_type})", fields[6], _timestamp(base_time),
+                     _timestamp(max_time), *fields[9:], compression, timestamp_type, _TRUTH[transactional],
+                     _TRUTH[control], _TRUTH[bool(attributes & 0x40)]))
+    at = pos + rec.BATCH_HEADER
+    log_append = bool(attributes & 0x08)
+    batch = _Batch(base_offset, max_time if log_append else base_time, log_append, control)
+    records_prefix = prefix + "    "
+    if not codec:
+        lines.append(f"{child}records []Record = {count_text(count)} [{_H[at]}, {end - at}B] the records of the batch")
+        _record_lines(lines, batch, data, at, end, count, records_prefix)
+        return
+    body = decompress(codec, memoryview(data)[at:end], cap=rec.MAX_DECOMPRESSED_BYTES)
+    lines.append(f"{child}records bytes = {end - at} bytes of {compression} data, {len(body)} bytes decompressed "
+                 f"[{_H[at]}, {end - at}B] the records of the batch, compressed\n"
+                 f"{records_prefix}+-- [decompressed []Record = {count_text(count)}] [0x0000, {len(body)}B]"
+                 f"{_decompressed_tail(compression)}")
+    _record_lines(lines, batch, body, 0, len(body), count, records_prefix + "    ")
+
+
+_TRUTH = ("false", "true")
+
+
+def _decompressed_tail(codec: str) -> str:
+    about = DECOMPRESSED_ABOUT.format(codec=codec)
+    return GENERATED_TAILS.get(about) or generated_tail(about)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """What a batch's records take from its header."""
+
+    base_offset: int
+    base_time: int  # LogAppendTime: the batch's maxTimestamp
+    log_append: bool
+    control: bool
+
+
+def _record_lines(lines: list[str], batch: _Batch, body: bytes, pos: int, end: int, count: int,
+                  prefix: str) -> None:
+    branch, continued, ended = prefix + "+-- ", prefix + "|   ", prefix + "    "
+    timestamp_tail = _LOG_APPEND_TAIL if batch.log_append else _CREATE_TIME_TAIL
+    last = count - 1
+    for index in range(count):  # clean: exactly `count` records fill body[pos:end]
+        pos = _record(lines, batch, body, pos, index, timestamp_tail, branch, continued if index < last else ended)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint known to be well formed: (value, end)."""
+    byte = data[pos]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    return rec.zigzag_varint(data, pos, len(data), 10)
+
+
+def _record(lines: list[str], batch: _Batch, body: bytes, pos: int, index: int, timestamp_tail: str,
+            branch: str, prefix: str) -> int:
+    """A record's lines but its headers' in one string, then its headers'; the record's end."""
+    length, b0 = _varint(body, pos)
+    timestamp_delta, b2 = _varint(body, b0 + 1)
+    offset_delta, b3 = _varint(body, b2)
+    key_length, b4 = _varint(body, b3)
+    b5 = b4 + max(key_length, 0)
+    value_length, b6 = _varint(body, b5)
+    b7 = b6 + max(value_length, 0)
+    key = None if key_length < 0 else body[b4:b5]
+    value = None if value_length < 0 else body[b6:b7]
+    offset = batch.base_offset + offset_delta
+    timestamp = batch.base_time if batch.log_append else batch.base_time + timestamp_delta
+    key_shown, value_shown = value_display(key), value_display(value)
+    control = _control(key, value) if batch.control else None
+    display = (f"offset {offset}, key {key_shown}, value {value_shown}" if control is None
+               else f"offset {offset}, {control[0]} marker")
+    c = prefix + "+-- "
+    size = b0 + length - pos
+    text = (f"{branch}Record[{index}] Record = {display} [{_H[pos]}, {size}B] a record\n"
+            f"{c}length varint = {length} [{_H[pos]}, {b0 - pos}B] bytes of the record after this field\n"
+            f"{c}attributes int8 = {body[b0]} [{_H[b0]}, 1B] unused\n"
+            f"{c}timestampDelta varlong = {timestamp_delta} [{_H[b0 + 1]}, {b2 - b0 - 1}B]"
+            " timestamp minus the batch's base timestamp\n"
+            f"{c}[timestamp int64 = {_timestamp(timestamp)}] [{_H[b2]}, 0B]{timestamp_tail}\n"
+            f"{c}offsetDelta varint = {offset_delta} [{_H[b2]}, {b3 - b2}B] offset minus the batch's base offset\n"
+            f"{c}[offset int64 = {offset}] [{_H[b3]}, 0B]{_OFFSET_TAIL}\n"
+            f"{c}keyLength varint = {'-1 (null)' if key_length < 0 else key_length} [{_H[b3]}, {b4 - b3}B]"
+            " bytes of the key, -1 for null")
+    if key is not None:
+        text += f"\n{c}key bytes = {key_shown} [{_H[b4]}, {b5 - b4}B] the record's key"
+    text += (f"\n{c}valueLength varint = {'-1 (null)' if value_length < 0 else value_length} "
+             f"[{_H[b5]}, {b6 - b5}B] bytes of the value, -1 for null")
+    if value is not None:
+        text += f"\n{c}value bytes = {value_shown} [{_H[b6]}, {b7 - b6}B] the record's value"
+    if control is not None:
+        text += "\n" + c + node_text("controlType", "int16", control[1], b7, 0, "0 abort, 1 commit", True, False)
+        if control[2] is not None:
+            text += "\n" + c + node_text("coordinatorEpoch", "int32", str(control[2]), b7, 0,
+                                         "epoch of the transaction coordinator that wrote the marker", True, False)
+    count, b8 = _varint(body, b7)
+    headers, end = _headers_text(body, b7, b8, count, c, prefix + "    ")
+    lines.append(f"{text}\n{headers}")
+    return end
+
+
+def _control(key: bytes | None, value: bytes | None) -> tuple[str, str, int | None]:
+    """A control record's (name, type display, coordinator epoch) as `records._control` reads it."""
+    assert key is not None  # clean: a key of version int16 + type int16
+    _, kind = _CONTROL_KEY.unpack_from(key)
+    name = rec.CONTROL_TYPES.get(kind, f"unknown control type {kind}")
+    epoch = None if value is None or len(value) < _CONTROL_VALUE.size else _CONTROL_VALUE.unpack_from(value)[1]
+    return name, f"{kind} ({name})", epoch
+
+
+def _headers_text(body: bytes, pos: int, at: int, count: int, branch: str, prefix: str) -> tuple[str, int]:
+    """A record's headers (their count is at `pos`, the first at `at`): their lines, the record's end."""
+    c = prefix + "+-- "
+    count_end = at
+    texts = []
+    last = count - 1
+    for index in range(count):
+        start = at
+        key_length, b0 = _varint(body, at)
+        b1 = b0 + key_length  # clean: a header key is never null
+        value_length, b2 = _varint(body, b1)
+        b3 = b2 + max(value_length, 0)
+        key = f'"{printable(body[b0:b1].decode("utf-8", "replace"))}"'
+        value = None if value_length < 0 else body[b2:b3]
+        value_shown = value_display(value)
+        h = prefix + ("|   " if index < last else "    ") + "+-- "
+        text = (f"\n{c}Header[{index}] Header = {key} = {value_shown} [{_H[start]}, {b3 - start}B] a record header\n"
+                f"{h}headerKeyLength varint = {key_length} [{_H[start]}, {b0 - start}B] bytes of the key\n"
+                f"{h}headerKey string = {key} [{_H[b0]}, {b1 - b0}B] the header's key\n"
+                f"{h}headerValueLength varint = {'-1 (null)' if value_length < 0 else value_length} "
+                f"[{_H[b1]}, {b2 - b1}B] bytes of the headerValue, -1 for null")
+        if value is not None:
+            text += f"\n{h}headerValue bytes = {value_shown} [{_H[b2]}, {b3 - b2}B] the record's headerValue"
+        texts.append(text)
+        at = b3
+    return (f"{branch}headers []Header = {count_text(count, 'header')} [{_H[pos]}, {at - pos}B] record headers\n"
+            f"{c}length varint = {count} [{_H[pos]}, {count_end - pos}B] number of headers that follow"
+            + "".join(texts)), at
+
+
+_TIMESTAMPS: dict[int, str] = {}  # milliseconds -> display: records of a batch share most
+
+
+def _timestamp(milliseconds: int) -> str:
+    shown = _TIMESTAMPS.get(milliseconds)
+    if shown is None:
+        if len(_TIMESTAMPS) >= 4096:
+            _TIMESTAMPS.clear()
+        shown = _TIMESTAMPS[milliseconds] = timestamp_display(milliseconds)
+    return shown
+
+
+__all__ = ["HEXES", "Refused", "records_lines", "tagged_lines"]
