@@ -14,7 +14,7 @@ every capture); bodies the fast path refused are never laid out here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kdissect.apis import APIS, request_header_version, response_header_version
@@ -324,19 +324,26 @@ def _field_specs(plan: StructPlan, displays: dict[str, Display] | Any) -> list[F
     return specs
 
 
-def _element_names(label: str, count: int) -> list[str]:
-    """`label[0]`, `label[1]`, ... for at least `count` elements (kept for the common sizes)."""
-    names = _ELEMENT_NAMES.get(label)
-    if names is None:
-        names = _ELEMENT_NAMES[label] = []
-    if len(names) < count:
-        if count > 4096:
-            return [f"{label}[{index}]" for index in range(count)]
-        names.extend(f"{label}[{index}]" for index in range(len(names), count))
-    return names
+def element_namer(spell: Callable[[str], str]) -> Callable[[str, int], list[str]]:
+    """A function giving `spell("label[0]")`, `spell("label[1]")`, ... for at least `count`
+    elements of an array, the common sizes kept (rows spell names as they are, the JSON
+    writer as JSON strings)."""
+    kept: dict[str, list[str]] = {}
+
+    def names_of(label: str, count: int) -> list[str]:
+        names = kept.get(label)
+        if names is None:
+            names = kept[label] = []
+        if len(names) < count:
+            if count > 4096:
+                return [spell(f"{label}[{index}]") for index in range(count)]
+            names.extend(spell(f"{label}[{index}]") for index in range(len(names), count))
+        return names
+
+    return names_of
 
 
-_ELEMENT_NAMES: dict[str, list[str]] = {}
+_element_names = element_namer(str)
 
 
 def _span(children: list[Row], pos: int) -> int:

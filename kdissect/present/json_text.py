@@ -43,7 +43,7 @@ from kdissect.decode.record_nodes import (
     value_display,
 )
 from kdissect.decode.record_rows import batch_row, clean_entry, legacy_message_row
-from kdissect.decode.rows import Row, tagged_fields_row, uvarint_size
+from kdissect.decode.rows import Row, element_namer, tagged_fields_row, uvarint_size
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import printable
 from kdissect.decode.values import Values
@@ -428,19 +428,8 @@ _FIELD_CALLS = {Kind.STRING: "_length_prefixed", Kind.BYTES: "_length_prefixed",
                 Kind.STRUCT: "w.nested"}
 
 
-def _element_names(label: str, count: int) -> list[str]:
-    """`"label[0]"`, `"label[1]"`, ... as JSON for at least `count` elements."""
-    names = _ELEMENT_NAMES.get(label)
-    if names is None:
-        names = _ELEMENT_NAMES[label] = []
-    if len(names) < count:
-        if count > 4096:
-            return [_string(f"{label}[{index}]") for index in range(count)]
-        names.extend(_string(f"{label}[{index}]") for index in range(len(names), count))
-    return names
-
-
-_ELEMENT_NAMES: dict[str, list[str]] = {}
+# `"label[0]"`, `"label[1]"`, ... as JSON strings
+_element_names = element_namer(_string)
 
 
 def _length_prefixed(f: FieldPlan, name: str, value: Any, pos: int) -> tuple[str, int]:
