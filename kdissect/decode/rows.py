@@ -54,6 +54,14 @@ def uvarint_size(value: int) -> int:
     return size
 
 
+def length_prefix(length: int, compact: bool, width: int) -> tuple[int, str]:
+    """The size of a `length`-byte value's length prefix and how a display names it:
+    compact (uvarint of length + 1), else an int16 or int32 (`width` bytes)."""
+    if compact:
+        return uvarint_size(length + 1), f"(compact, len+1={length + 1})"
+    return width, f"(int{width * 8} len={length})"
+
+
 class _NotLaidOut(Exception):
     """Record batches with something to say (a note): only the interpreter's tree says it."""
 
@@ -282,16 +290,13 @@ class _Layout:
         if value is None:
             return _length_prefixed(f, name, value, pos, about)
         length = len(value)
+        prefix, form = length_prefix(length, f.compact, 4)
         if f.compact:
-            prefix = uvarint_size(length + 1)
             length_row = ("length", "uvarint", length + 1, f"{length + 1} (compact, len+1)", pos, prefix,
                           f"{length} bytes of records follow", None, False)
-            form = f"(compact, len+1={length + 1})"
         else:
-            prefix = 4
             length_row = ("length", "int32", length, str(length), pos, 4, f"{length} bytes of records follow",
                           None, False)
-            form = f"(int32 len={length})"
         start = pos + prefix
         entries = entries_rows(self.data, start, start + length)
         if entries is None:
@@ -366,12 +371,7 @@ def _length_prefixed(f: FieldPlan, name: str, value: Any, pos: int, about: str) 
     else:
         length = len(value)
         shown = hex_display(value)
-    if f.compact:
-        prefix = uvarint_size(length + 1)
-        form = f"(compact, len+1={length + 1})"
-    else:
-        prefix = 2 if is_string else 4
-        form = f"(int{prefix * 8} len={length})"
+    prefix, form = length_prefix(length, f.compact, 2 if is_string else 4)
     return (name, f.label, value, f"{shown} {form}", pos, prefix + length, about, None, False)
 
 

@@ -43,7 +43,7 @@ from kdissect.decode.record_nodes import (
     value_display,
 )
 from kdissect.decode.record_rows import batch_row, clean_entry, legacy_message_row
-from kdissect.decode.rows import Row, element_namer, tagged_fields_row, uvarint_size
+from kdissect.decode.rows import Row, element_namer, length_prefix, tagged_fields_row, uvarint_size
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import printable
 from kdissect.decode.values import Values
@@ -339,16 +339,13 @@ class _Writer:
         if value is None:
             return _length_prefixed(f, name, value, pos)
         length = len(value)
+        prefix, form = length_prefix(length, f.compact, 4)
         if f.compact:
-            prefix = uvarint_size(length + 1)
             length_text = (f'{{"name":"length","type":"uvarint","value":{length + 1},'
                            f'"display":"{length + 1} (compact, len+1)","offset":{pos},"size":{prefix},"children":[]}}')
-            form = f"(compact, len+1={length + 1})"
         else:
-            prefix = 4
             length_text = (f'{{"name":"length","type":"int32","value":{length},"display":"{length}",'
                            f'"offset":{pos},"size":4,"children":[]}}')
-            form = f"(int32 len={length})"
         start = pos + prefix
         entries = entries_json(self.data, start, start + length)
         count = len(entries)
@@ -441,12 +438,7 @@ def _length_prefixed(f: FieldPlan, name: str, value: Any, pos: int) -> tuple[str
         width = 2 if is_string else 4
         return _node(name, label, "null", f'"null (int{width * 8} len=-1)"', pos, width), width
     length = len(value) if not is_string or value.isascii() else len(value.encode())
-    if f.compact:
-        prefix = uvarint_size(length + 1)
-        form = f"(compact, len+1={length + 1})"
-    else:
-        prefix = 2 if is_string else 4
-        form = f"(int{prefix * 8} len={length})"
+    prefix, form = length_prefix(length, f.compact, 2 if is_string else 4)
     if is_string:
         text, display = _string(value), _quoted_display(value, form)
     else:

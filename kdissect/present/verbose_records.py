@@ -29,7 +29,7 @@ from kdissect.decode.record_nodes import (
     value_display,
 )
 from kdissect.decode.record_rows import entries_rows
-from kdissect.decode.rows import _Layout, uvarint_size  # _Layout: rows of a tagged-field block
+from kdissect.decode.rows import _Layout, length_prefix  # _Layout: rows of a tagged-field block
 from kdissect.decode.schema.plan import StructPlan
 from kdissect.decode.tree import printable
 from kdissect.dissectors import Display
@@ -87,14 +87,11 @@ def records_lines(lines: list[str], data: bytes, value: bytes | None, pos: int, 
         append(f"{branch}{name} {label} = {shown} [{_H[pos]}, {size}B]{tail}")
         return pos + size
     length = len(value)
+    prefix, form = length_prefix(length, compact, 4)
     if compact:
-        prefix = uvarint_size(length + 1)
         length_line = f"{below}+-- length uvarint = {length + 1} (compact, len+1) [{_H[pos]}, {prefix}B]"
-        form = f"(compact, len+1={length + 1})"
     else:
-        prefix = 4
         length_line = f"{below}+-- length int32 = {length} [{_H[pos]}, 4B]"
-        form = f"(int32 len={length})"
     start = end = pos + prefix
     stop = start + length
     batches = []
