@@ -136,6 +136,9 @@ END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
 UNGUARDED = 87  # the exit code of a worker that found its script starting workers again
 
+# What a worker makes of each message, in the worker, on its copy of the message (paired on
+# its connection). One that has a method `started(start_ns)` is replaced, once the capture's
+# first packet goes by, by what that returns: for what depends on the capture's start time.
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
@@ -716,8 +719,7 @@ class _Worker:
                 flush((number, -1, 0, 0))
             if not started:
                 started = True
-                if first:
-                    self._event((0, 0, 0, 0), "start", timestamp)
+                self._started(timestamp)
             self.key = (number, 0, 0, 0)
             if linktype != 1 or data[26:38] not in others or not _plain_tcp(data):
                 raw = decode_tcp(linktype, data, original_length)
@@ -743,8 +745,8 @@ class _Worker:
         data, linktype = plan.index.data, plan.index.linktype
         for chunk, buckets in plan.chunks():
             timestamps = chunk.timestamps
-            if chunk.first == 0 and len(timestamps) and first:
-                self._event((0, 0, 0, 0), "start", int(timestamps[0]))
+            if chunk.first == 0 and len(timestamps):
+                self._started(int(timestamps[0]))
             owners = np.asarray(plan.owner, dtype=np.int8)[buckets]
             mine = np.flatnonzero((buckets < 0) | (owners == self.index))
             highest = np.maximum.accumulate(timestamps)
@@ -772,6 +774,15 @@ class _Worker:
                 self._ticks(chunk, highest, previous + 1, len(timestamps))
             if len(timestamps):
                 self.read = int(chunk.starts[-1] + chunk.captured[-1]) - 24
+
+    def _started(self, timestamp: int) -> None:
+        """The capture's first packet went by: its time is the capture's start (sent by
+        worker 0), which a `prepare` that has `started` is told of (`Prepare`)."""
+        if self.index == 0:
+            self._event((0, 0, 0, 0), "start", timestamp)
+        started = getattr(self.prepare, "started", None)
+        if started is not None:
+            self.prepare = started(timestamp)
 
     def _ticks(self, chunk: RecordChunk, highest: Any, start: int, stop: int) -> None:
         """Capture time moves on at the chunk's records `start` to `stop` (of other
