@@ -495,9 +495,9 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
     if args.stats or args.interval or args.top:
         return _StatsSink(args)
     if args.output == "json":
-        return _JsonSink(sys.stdout, array=True, about=args.about)
+        return _JsonSink(sys.stdout, array=True, about=args.about, args=args)
     if args.output == "jsonl":
-        return _JsonSink(sys.stdout, array=False, about=args.about)
+        return _JsonSink(sys.stdout, array=False, about=args.about, args=args)
     return _TextSink(sys.stdout, args)
 
 
@@ -699,6 +699,37 @@ class _TextLines:
         return text[len(str(message.number).rjust(6)):].encode(self.encoding, self.errors), notes
 
 
+class _JsonLines:
+    """What a worker process makes of each message for -T json and jsonl (--jobs): its
+    JSON, as one process writes it and encoded as the output is, cut where the capture's
+    number, stream and pair go (each message's own, known only where the workers'
+    messages are merged: `_JsonSink._write_prepared` puts them in), and how many notes
+    the message had then (as `_TextLines`)."""
+
+    def __init__(self, about: bool, encoding: str) -> None:
+        self.about, self.encoding = about, encoding
+
+    @staticmethod
+    def coding(out: IO[str], args: argparse.Namespace) -> str | None:
+        """The encoding of `out` when workers can make the JSON written to it, else None."""
+        encoding = getattr(out, "encoding", None)
+        if not hasattr(out, "buffer") or not isinstance(encoding, str) or args.filter or args.api is not None:
+            return None
+        return encoding
+
+    def __call__(self, message: Message) -> tuple[bytes, bytes, bytes, int]:
+        from kdissect.present.records import message_json
+
+        text = message_json(message, about=self.about).encode(self.encoding)
+        start = text.index(b",")  # after {"number":N
+        stream = text.index(b',"stream":', start) + 10
+        middle = text.index(b",", stream)
+        pair = text.index(b',"pair":', middle) + 8
+        tail = text.index(b",", pair)
+        notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
+        return text[start:stream], text[middle:pair], text[tail:], notes
+
+
 NUMBERED_NOTES = frozenset({"kafka.duplicate_correlation_id", "kafka.response_out_of_order"})
 
 
@@ -725,14 +756,23 @@ def _utc_second(seconds: int) -> str:
 
 
 class _JsonSink(_Sink):
-    def __init__(self, out: IO[str], *, array: bool, about: bool) -> None:
+    def __init__(self, out: IO[str], *, array: bool, about: bool, args: argparse.Namespace | None = None) -> None:
         from kdissect.present.records import message_json
 
         self.out, self.array, self.about, self.first = out, array, about, True
         self.message_json = message_json
         self.prepare = functools.partial(tree_json, about=about)
+        self.chunks: list[bytes] = []  # encoded JSON of messages not yet written (`_JsonLines`)
+        self.encoding = None if args is None else _JsonLines.coding(out, args)
+        if self.encoding is not None:
+            self.prepare = _JsonLines(about, self.encoding)
 
     def write(self, message: Message, prepared: Any = None) -> None:
+        if type(prepared) is tuple:
+            self._write_prepared(message, prepared)
+            return
+        if self.chunks:
+            self._write_chunks()
         if prepared is None:
             text = self.message_json(message, about=self.about)
         else:
@@ -746,7 +786,42 @@ class _JsonSink(_Sink):
         if not self.array:
             self.out.flush()  # jsonl is for pipes: one object as soon as it is known
 
+    def _write_prepared(self, message: Message, prepared: tuple[bytes, bytes, bytes, int]) -> None:
+        """A message whose JSON a worker made (`_JsonLines`): the capture's number, stream
+        and pair put in; or, when the merge gave the message notes the worker could not
+        know of, written with the tree the worker made."""
+        head, middle, tail, notes = prepared
+        if notes != len(message.notes):
+            tree = tail[tail.index(b',"tree":') + 8:-1].decode(self.encoding or "ascii")
+            self.write(message, tree)
+            return
+        pair = message.pair
+        text = b'{"number":%d%s%d%s%s%s' % (message.number, head, message.frame.connection.index, middle,
+                                           b"null" if pair is None else b"%d" % pair.number, tail)
+        if self.array:
+            text = (b"[\n" if self.first else b",\n") + text
+        else:
+            text += b"\n"
+        self.first = False
+        chunks = self.chunks
+        chunks.append(text)
+        if len(chunks) >= SUMMARY_BATCH:
+            self._write_chunks()
+
+    def _write_chunks(self) -> None:
+        chunks = self.chunks
+        self.out.flush()
+        self.out.buffer.write(b"".join(chunks))  # type: ignore[attr-defined]
+        chunks.clear()
+        self.out.flush()
+
+    def flush(self, *, through: bool = False) -> None:
+        if self.chunks:
+            self._write_chunks()
+
     def close(self) -> None:
+        if self.chunks:
+            self._write_chunks()
         if self.array:
             self.out.write("[]\n" if self.first else "\n]\n")
 

@@ -89,7 +89,15 @@ def test_notes_only_pairing_in_capture_order_knows_give_one_process_bytes(
     assert "(message #" in out and "no response within" in out
 
 
-@pytest.mark.parametrize("options", [("-t", "a", "--frames", "--show-file"), ("-x",), ("-V", "-t", "ad")],
+@pytest.mark.parametrize("options", [("-T", "json"), ("-T", "jsonl", "--about")], ids=" ".join)
+def test_json_made_in_the_workers_gets_the_capture_numbers_streams_and_pairs(
+        capsys: pytest.CaptureFixture[str], tangled: str, options: tuple[str, ...]) -> None:
+    out = same_bytes(capsys, *options, tangled)
+    assert '"pair":' in out and "(message #" in out and "no response within" in out
+
+
+@pytest.mark.parametrize("options", [("-t", "a", "--frames", "--show-file"), ("-x",), ("-V", "-t", "ad"),
+                                     ("-T", "jsonl")],
                          ids=" ".join)
 def test_text_made_in_the_workers_is_one_process_bytes_for_every_shipped_capture(
         capsys: pytest.CaptureFixture[str], options: tuple[str, ...]) -> None:
