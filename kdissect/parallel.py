@@ -62,7 +62,7 @@ reads without bound, but only keys; the workers hold their frames, as the captur
 would); the index of a file costs a worker one byte per record. A worker that fails sends its
 error and the parent raises `WorkerError`; one that dies silently is found at the end
 of its pipe; both stop the other workers. Workers come from multiprocessing's
-`forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
+`fork` or `forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
 when the messages are no longer read.
 
 One bound is kept per process rather than per capture: SASL state is remembered for
@@ -81,6 +81,7 @@ least `PARALLEL_BYTES` (below that, starting the workers costs more than they ga
 from __future__ import annotations
 
 import contextlib
+import gc
 import heapq
 import multiprocessing
 import os
@@ -353,9 +354,13 @@ class Finished:
 
 
 def worker_context(*uses: Any) -> Any:
-    """multiprocessing's `forkserver` context, its server preloading kdissect and `uses`
+    """How worker processes start. On Linux, from a process whose only thread is this one:
+    multiprocessing's `fork`, a copy of this process made in a millisecond, with every
+    module it imported. Otherwise (forking a process with other threads could copy a lock
+    one of them holds) the `forkserver` context, its server preloading kdissect and `uses`
     (module names, or functions whose modules), so that a worker starts in milliseconds,
-    from a process without threads; `spawn` where there is no fork server.
+    from a process without threads, once the server is up (a second or so: it imports
+    what it preloads); `spawn` where there is no fork server.
 
     The server starts once per process, with the preloads of its first use. A worker
     also imports the main module of a script (multiprocessing's rule: a script that
@@ -367,6 +372,8 @@ def worker_context(*uses: Any) -> Any:
     if getattr(multiprocessing.current_process(), "_inheriting", False):  # importing the script
         sys.stderr.flush()
         os._exit(UNGUARDED)
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
@@ -886,6 +893,7 @@ def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str,
          prepare: Prepare | None, finish: Finish | None = None) -> None:
     """A worker process: its share of the capture's connections, as events down `pipe`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
+    gc.freeze()  # what a forked worker inherits stays shared: the cycle collector leaves it be
     try:
         use_definitions(options["definitions"])
         _Worker(pipe, index, jobs, options, prepare, finish).run(paths)
