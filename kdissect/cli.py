@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import io
 import json
 import os
 import stat
@@ -615,8 +614,8 @@ class _TextSink(_Sink):
             if self.held:
                 self.flush()
             chunks = self.chunks
-            chunks.append(b"%6d" % message.number + tail)
-            if len(chunks) >= SUMMARY_BATCH or self.prompt:
+            chunks += (b"%6d" % message.number, tail)  # joined once, when written: one copy of the text
+            if len(chunks) >= 2 * SUMMARY_BATCH or self.prompt:
                 self.flush()
             return
         if self.chunks:
@@ -687,14 +686,13 @@ class _TextLines:
     def __call__(self, message: Message) -> tuple[bytes, int]:
         sink = self.sink
         if sink is None:
-            sink = self.sink = _TextSink(io.StringIO(), self.args)
+            sink = self.sink = _TextSink(_Kept(), self.args)  # type: ignore[arg-type]
             sink.clock.start_ns = self.start_ns
-        out: io.StringIO = sink.out  # type: ignore[assignment]
+        out: _Kept = sink.out  # type: ignore[assignment]
         sink.write(message)
         sink.flush()
-        text = out.getvalue()
-        out.seek(0)
-        out.truncate()
+        text = "".join(out)
+        out.clear()
         notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
         return text[len(str(message.number).rjust(6)):].encode(self.encoding, self.errors), notes
 
@@ -728,6 +726,20 @@ class _JsonLines:
         tail = text.index(b",", pair)
         notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
         return text[start:stream], text[middle:pair], text[tail:], notes
+
+
+class _Kept(list[str]):
+    """A text output that keeps what is written to it, for `_TextLines`."""
+
+    def write(self, text: str) -> int:
+        self.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
 
 
 NUMBERED_NOTES = frozenset({"kafka.duplicate_correlation_id", "kafka.response_out_of_order"})
