@@ -43,8 +43,12 @@ gives a response its request's API), so everything read from a message in the pa
 is what one process reads. The heavy part can run in the workers: a `prepare`
 function is called in the worker on its own copy of each message (paired on its
 connection, which is all a body's decoding needs) and its result comes back with the
-message; the command uses it for the `-V` tree and the JSON tree, which depend on
-nothing global.
+message. A `prepare` with a `started` method is told the capture's first packet time
+once it goes by (`Prepare`). The command has each message's whole text made so (its
+summary line, tree and hex dump, or its JSON, as bytes): the parent only puts in what
+depends on the whole capture (the message's number; for JSON its stream and pair too),
+and writes the line itself when pairing in capture order gave the message notes its
+worker could not know of.
 
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
 message of its share, paired, and once its share is read hands them to `finish`; the
