@@ -494,9 +494,9 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
     if args.stats or args.interval or args.top:
         return _StatsSink(args)
     if args.output == "json":
-        return _JsonSink(sys.stdout, array=True, about=args.about)
+        return _JsonSink(sys.stdout, array=True, about=args.about, args=args)
     if args.output == "jsonl":
-        return _JsonSink(sys.stdout, array=False, about=args.about)
+        return _JsonSink(sys.stdout, array=False, about=args.about, args=args)
     return _TextSink(sys.stdout, args)
 
 
@@ -549,6 +549,10 @@ class _TextSink(_Sink):
         self.prompt = _terminal(out)  # a person is reading: each line at once
         if args.verbose:
             self.prepare = functools.partial(tree_text, wide=args.wide)
+        self.chunks: list[bytes] = []  # encoded text of messages not yet written (`_TextLines`)
+        self.coding = _TextLines.coding(out, args)
+        if self.coding is not None:
+            self.prepare = _TextLines(args, *self.coding)
 
     def begin(self, clock: CaptureClock) -> None:
         self.clock = clock
@@ -558,6 +562,9 @@ class _TextSink(_Sink):
             self.marks = (message, self.changes.marks(message))
 
     def write(self, message: Message, prepared: Any = None) -> None:
+        if type(prepared) is tuple:
+            self._write_prepared(message, prepared)
+            return
         start = self.clock.start_ns
         if self.relative and start is not None:  # the default: formatted there
             line = self.summary_line(message, start, body_info=self.body_info, frame_number=self.frame_number)
@@ -593,8 +600,36 @@ class _TextSink(_Sink):
             text = "\n".join(held)
             held.clear()
             self.out.write(text)
+        if self.chunks:
+            self._write_chunks()
         if self.prompt or through:
             self.out.flush()
+
+    def _write_prepared(self, message: Message, prepared: tuple[bytes, int]) -> None:
+        """A message whose text a worker made (`_TextLines`): the capture's number before it;
+        or, when the merge gave the message notes the worker could not know of, written as
+        one process writes it (its tree as the worker made it)."""
+        tail, notes = prepared
+        if notes == len(message.notes):
+            if self.held:
+                self.flush()
+            chunks = self.chunks
+            chunks += (b"%6d" % message.number, tail)  # joined once, when written: one copy of the text
+            if len(chunks) >= 2 * SUMMARY_BATCH or self.prompt:
+                self.flush()
+            return
+        if self.chunks:
+            self._write_chunks()
+        tree = None
+        if self.args.verbose and not self.args.hex:  # line, tree, "": the tree is what is between
+            tree = tail[tail.index(b"\n") + 1:-2].decode(*self.coding or ("utf-8",))
+        self.write(message, tree)
+
+    def _write_chunks(self) -> None:
+        chunks = self.chunks
+        self.out.flush()  # the text written before, first
+        self.out.buffer.write(b"".join(chunks))  # type: ignore[attr-defined]
+        chunks.clear()
 
     # The time column, as tshark's -t r, a/ad and d (delta displayed) print it, from the
     # capture's integer nanoseconds.
@@ -607,6 +642,107 @@ class _TextSink(_Sink):
         since = 0 if self.previous is None else now - self.previous
         self.previous = now
         return f"{since / 1e9:.6f}"
+
+
+class _TextLines:
+    """What a worker process makes of each message for the text output (--jobs): its whole
+    text, as one process writes it and encoded as the output is, but for the number that
+    starts it (the capture's, known only where the workers' messages are merged); and how
+    many notes the message had then. The merge writes that text after the number when the
+    message has as many notes there (pairing in capture order added none): only its bytes
+    go through the merging process. A message with notes that name other messages by
+    number (numbers of the worker's) says -1: the merge writes its summary line itself.
+
+    For the plain, -V and -x text, with the time relative to the capture's first packet
+    (told by `started`) or absolute; not with what depends on the messages shown before
+    (-t d, -i's change marks) or on a filter (which may decode a body, whose notes then
+    show on the summary line).
+    """
+
+    def __init__(self, args: argparse.Namespace, encoding: str, errors: str,
+                 start_ns: int | None = None) -> None:
+        self.args, self.encoding, self.errors, self.start_ns = args, encoding, errors, start_ns
+        self.sink: _TextSink | None = None  # in the worker, writing to a string
+
+    @staticmethod
+    def coding(out: IO[str], args: argparse.Namespace) -> tuple[str, str] | None:
+        """The encoding and its errors handling of `out` when workers can make the text
+        written to it (a text file over bytes), else None."""
+        encoding = getattr(out, "encoding", None)
+        if (not hasattr(out, "buffer") or not isinstance(encoding, str)
+                or args.info or args.filter or args.api is not None or args.time == "d"):
+            return None
+        return encoding, getattr(out, "errors", None) or "strict"
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return self.args, self.encoding, self.errors, self.start_ns
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.__init__(*state)  # type: ignore[misc]
+
+    def started(self, start_ns: int) -> _TextLines:
+        return _TextLines(self.args, self.encoding, self.errors, start_ns)
+
+    def __call__(self, message: Message) -> tuple[bytes, int]:
+        sink = self.sink
+        if sink is None:
+            sink = self.sink = _TextSink(_Kept(), self.args)  # type: ignore[arg-type]
+            sink.clock.start_ns = self.start_ns
+        out: _Kept = sink.out  # type: ignore[assignment]
+        sink.write(message)
+        sink.flush()
+        text = "".join(out)
+        out.clear()
+        notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
+        return text[len(str(message.number).rjust(6)):].encode(self.encoding, self.errors), notes
+
+
+class _JsonLines:
+    """What a worker process makes of each message for -T json and jsonl (--jobs): its
+    JSON, as one process writes it and encoded as the output is, cut where the capture's
+    number, stream and pair go (each message's own, known only where the workers'
+    messages are merged: `_JsonSink._write_prepared` puts them in), and how many notes
+    the message had then (as `_TextLines`)."""
+
+    def __init__(self, about: bool, encoding: str) -> None:
+        self.about, self.encoding = about, encoding
+
+    @staticmethod
+    def coding(out: IO[str], args: argparse.Namespace) -> str | None:
+        """The encoding of `out` when workers can make the JSON written to it, else None."""
+        encoding = getattr(out, "encoding", None)
+        if not hasattr(out, "buffer") or not isinstance(encoding, str) or args.filter or args.api is not None:
+            return None
+        return encoding
+
+    def __call__(self, message: Message) -> tuple[bytes, bytes, bytes, int]:
+        from kdissect.present.records import message_json
+
+        text = message_json(message, about=self.about).encode(self.encoding)
+        start = text.index(b",")  # after {"number":N
+        stream = text.index(b',"stream":', start) + 10
+        middle = text.index(b",", stream)
+        pair = text.index(b',"pair":', middle) + 8
+        tail = text.index(b",", pair)
+        notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
+        return text[start:stream], text[middle:pair], text[tail:], notes
+
+
+class _Kept(list[str]):
+    """A text output that keeps what is written to it, for `_TextLines`."""
+
+    def write(self, text: str) -> int:
+        self.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+NUMBERED_NOTES = frozenset({"kafka.duplicate_correlation_id", "kafka.response_out_of_order"})
 
 
 def _terminal(out: IO[str]) -> bool:
@@ -632,14 +768,23 @@ def _utc_second(seconds: int) -> str:
 
 
 class _JsonSink(_Sink):
-    def __init__(self, out: IO[str], *, array: bool, about: bool) -> None:
+    def __init__(self, out: IO[str], *, array: bool, about: bool, args: argparse.Namespace | None = None) -> None:
         from kdissect.present.records import message_json
 
         self.out, self.array, self.about, self.first = out, array, about, True
         self.message_json = message_json
         self.prepare = functools.partial(tree_json, about=about)
+        self.chunks: list[bytes] = []  # encoded JSON of messages not yet written (`_JsonLines`)
+        self.encoding = None if args is None else _JsonLines.coding(out, args)
+        if self.encoding is not None:
+            self.prepare = _JsonLines(about, self.encoding)
 
     def write(self, message: Message, prepared: Any = None) -> None:
+        if type(prepared) is tuple:
+            self._write_prepared(message, prepared)
+            return
+        if self.chunks:
+            self._write_chunks()
         if prepared is None:
             text = self.message_json(message, about=self.about)
         else:
@@ -653,7 +798,42 @@ class _JsonSink(_Sink):
         if not self.array:
             self.out.flush()  # jsonl is for pipes: one object as soon as it is known
 
+    def _write_prepared(self, message: Message, prepared: tuple[bytes, bytes, bytes, int]) -> None:
+        """A message whose JSON a worker made (`_JsonLines`): the capture's number, stream
+        and pair put in; or, when the merge gave the message notes the worker could not
+        know of, written with the tree the worker made."""
+        head, middle, tail, notes = prepared
+        if notes != len(message.notes):
+            tree = tail[tail.index(b',"tree":') + 8:-1].decode(self.encoding or "ascii")
+            self.write(message, tree)
+            return
+        pair = message.pair
+        text = b'{"number":%d%s%d%s%s%s' % (message.number, head, message.frame.connection.index, middle,
+                                           b"null" if pair is None else b"%d" % pair.number, tail)
+        if self.array:
+            text = (b"[\n" if self.first else b",\n") + text
+        else:
+            text += b"\n"
+        self.first = False
+        chunks = self.chunks
+        chunks.append(text)
+        if len(chunks) >= SUMMARY_BATCH:
+            self._write_chunks()
+
+    def _write_chunks(self) -> None:
+        chunks = self.chunks
+        self.out.flush()
+        self.out.buffer.write(b"".join(chunks))  # type: ignore[attr-defined]
+        chunks.clear()
+        self.out.flush()
+
+    def flush(self, *, through: bool = False) -> None:
+        if self.chunks:
+            self._write_chunks()
+
     def close(self) -> None:
+        if self.chunks:
+            self._write_chunks()
         if self.array:
             self.out.write("[]\n" if self.first else "\n]\n")
 

@@ -43,8 +43,12 @@ gives a response its request's API), so everything read from a message in the pa
 is what one process reads. The heavy part can run in the workers: a `prepare`
 function is called in the worker on its own copy of each message (paired on its
 connection, which is all a body's decoding needs) and its result comes back with the
-message; the command uses it for the `-V` tree and the JSON tree, which depend on
-nothing global.
+message. A `prepare` with a `started` method is told the capture's first packet time
+once it goes by (`Prepare`). The command has each message's whole text made so (its
+summary line, tree and hex dump, or its JSON, as bytes): the parent only puts in what
+depends on the whole capture (the message's number; for JSON its stream and pair too),
+and writes the line itself when pairing in capture order gave the message notes its
+worker could not know of.
 
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
 message of its share, paired, and once its share is read hands them to `finish`; the
@@ -62,7 +66,7 @@ reads without bound, but only keys; the workers hold their frames, as the captur
 would); the index of a file costs a worker one byte per record. A worker that fails sends its
 error and the parent raises `WorkerError`; one that dies silently is found at the end
 of its pipe; both stop the other workers. Workers come from multiprocessing's
-`forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
+`fork` or `forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
 when the messages are no longer read.
 
 One bound is kept per process rather than per capture: SASL state is remembered for
@@ -81,6 +85,7 @@ least `PARALLEL_BYTES` (below that, starting the workers costs more than they ga
 from __future__ import annotations
 
 import contextlib
+import gc
 import heapq
 import multiprocessing
 import os
@@ -136,6 +141,9 @@ END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
 UNGUARDED = 87  # the exit code of a worker that found its script starting workers again
 
+# What a worker makes of each message, in the worker, on its copy of the message (paired on
+# its connection). One that has a method `started(start_ns)` is replaced, once the capture's
+# first packet goes by, by what that returns: for what depends on the capture's start time.
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
@@ -350,9 +358,13 @@ class Finished:
 
 
 def worker_context(*uses: Any) -> Any:
-    """multiprocessing's `forkserver` context, its server preloading kdissect and `uses`
+    """How worker processes start. On Linux, from a process whose only thread is this one:
+    multiprocessing's `fork`, a copy of this process made in a millisecond, with every
+    module it imported. Otherwise (forking a process with other threads could copy a lock
+    one of them holds) the `forkserver` context, its server preloading kdissect and `uses`
     (module names, or functions whose modules), so that a worker starts in milliseconds,
-    from a process without threads; `spawn` where there is no fork server.
+    from a process without threads, once the server is up (a second or so: it imports
+    what it preloads); `spawn` where there is no fork server.
 
     The server starts once per process, with the preloads of its first use. A worker
     also imports the main module of a script (multiprocessing's rule: a script that
@@ -364,6 +376,8 @@ def worker_context(*uses: Any) -> Any:
     if getattr(multiprocessing.current_process(), "_inheriting", False):  # importing the script
         sys.stderr.flush()
         os._exit(UNGUARDED)
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
@@ -716,8 +730,7 @@ class _Worker:
                 flush((number, -1, 0, 0))
             if not started:
                 started = True
-                if first:
-                    self._event((0, 0, 0, 0), "start", timestamp)
+                self._started(timestamp)
             self.key = (number, 0, 0, 0)
             if linktype != 1 or data[26:38] not in others or not _plain_tcp(data):
                 raw = decode_tcp(linktype, data, original_length)
@@ -743,8 +756,8 @@ class _Worker:
         data, linktype = plan.index.data, plan.index.linktype
         for chunk, buckets in plan.chunks():
             timestamps = chunk.timestamps
-            if chunk.first == 0 and len(timestamps) and first:
-                self._event((0, 0, 0, 0), "start", int(timestamps[0]))
+            if chunk.first == 0 and len(timestamps):
+                self._started(int(timestamps[0]))
             owners = np.asarray(plan.owner, dtype=np.int8)[buckets]
             mine = np.flatnonzero((buckets < 0) | (owners == self.index))
             highest = np.maximum.accumulate(timestamps)
@@ -772,6 +785,15 @@ class _Worker:
                 self._ticks(chunk, highest, previous + 1, len(timestamps))
             if len(timestamps):
                 self.read = int(chunk.starts[-1] + chunk.captured[-1]) - 24
+
+    def _started(self, timestamp: int) -> None:
+        """The capture's first packet went by: its time is the capture's start (sent by
+        worker 0), which a `prepare` that has `started` is told of (`Prepare`)."""
+        if self.index == 0:
+            self._event((0, 0, 0, 0), "start", timestamp)
+        started = getattr(self.prepare, "started", None)
+        if started is not None:
+            self.prepare = started(timestamp)
 
     def _ticks(self, chunk: RecordChunk, highest: Any, start: int, stop: int) -> None:
         """Capture time moves on at the chunk's records `start` to `stop` (of other
@@ -875,6 +897,7 @@ def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str,
          prepare: Prepare | None, finish: Finish | None = None) -> None:
     """A worker process: its share of the capture's connections, as events down `pipe`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
+    gc.freeze()  # what a forked worker inherits stays shared: the cycle collector leaves it be
     try:
         use_definitions(options["definitions"])
         _Worker(pipe, index, jobs, options, prepare, finish).run(paths)

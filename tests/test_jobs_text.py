@@ -1,0 +1,152 @@
+"""`--jobs N` text made in the workers: each message's whole text but its number, as bytes.
+
+The merging process only puts the capture's number before each worker's text, unless
+pairing in capture order gave the message notes its worker could not know of (a request
+held too long, one never answered) or the worker's notes name other messages by its own
+numbers (a duplicate correlation id, a response out of FIFO order): then it writes the
+summary line itself. Both ways must give the bytes of one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import pytest
+
+from kdissect import parallel
+from kdissect.cli import _TextLines, _TextSink, build_parser, main
+from kdissect.pipeline import CaptureClock, read_messages
+from tests.conftest import CAPTURES
+from tests.craft import (
+    Conversation,
+    Record,
+    ethernet,
+    kafka_request,
+    kafka_response,
+    metadata_request,
+    write_pcap,
+)
+
+SHIPPED = sorted(str(p) for p in CAPTURES.glob("*.pcap"))
+
+
+def same_bytes(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
+    one = (main(["--jobs", "1", *arguments]), *capsys.readouterr())
+    two = (main(["--jobs", "2", *arguments]), *capsys.readouterr())
+    assert two == one
+    assert one[1]
+    return str(one[1])
+
+
+@pytest.fixture(scope="module")
+def tangled(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Eight connections, interleaved, whose pairing in capture order adds notes: a
+    duplicate correlation id, a response out of FIFO order, a request answered after the
+    hold limit of 30 s (the note counts the later messages of every connection), and one
+    never answered; the other connections plain exchanges."""
+    conversations = [Conversation.between((f"10.0.0.{n + 1}", 40000 + n), ("10.0.1.1", 9092))
+                     for n in range(8)]
+    steps: list[tuple[float, Conversation, bool, bytes]] = []
+    for n, talk in enumerate(conversations):
+        at = 1.0 + n * 0.01
+        if n == 0:  # a duplicate correlation id in flight
+            steps += [(at, talk, True, metadata_request(9)), (at + 0.1, talk, True, metadata_request(9)),
+                      (at + 0.2, talk, False, kafka_response(9, bytes(8)))]
+        elif n == 1:  # answered out of FIFO order
+            steps += [(at, talk, True, metadata_request(1)), (at + 0.1, talk, True, metadata_request(2)),
+                      (at + 0.2, talk, False, kafka_response(2, bytes(8)))]
+        elif n == 2:  # answered after the hold limit
+            steps += [(at, talk, True, metadata_request(5)), (at + 40.0, talk, False, kafka_response(5, bytes(8)))]
+        elif n == 3:  # never answered
+            steps.append((at + 41.0, talk, True, kafka_request(18, 3, 77, body=b"\x00")))
+        for k in range(6):  # plain exchanges, later, on every connection
+            correlation = 100 + k
+            steps += [(at + 35.0 + k, talk, True, metadata_request(correlation)),
+                      (at + 35.5 + k, talk, False, kafka_response(correlation, bytes(16)))]
+    items: list[Record] = []
+    for talk in conversations:
+        items += [Record(bytes(ethernet(p)), 0.5) for p in talk.handshake()]
+    for at, talk, from_client, data in sorted(steps, key=lambda step: step[0]):
+        items += [Record(bytes(ethernet(p)), at) for p in talk.send(from_client, data)]
+    path = tmp_path_factory.mktemp("text") / "tangled.pcap"
+    write_pcap(path, items)
+    return str(path)
+
+
+def test_the_tangled_capture_has_every_note_that_pairing_in_capture_order_adds(tangled: str) -> None:
+    texts = [str(note) for message in read_messages(tangled) for note in message.notes]
+    for said in ("duplicate correlation id 9", "out of FIFO order", "no response within", "never answered"):
+        assert any(said in text for text in texts), said
+
+
+@pytest.mark.parametrize("options", [(), ("-V",), ("-V", "-x"), ("-x", "-t", "a"),
+                                     ("-t", "ad", "--frames", "--show-file")], ids=" ".join)
+def test_notes_only_pairing_in_capture_order_knows_give_one_process_bytes(
+        capsys: pytest.CaptureFixture[str], tangled: str, options: tuple[str, ...]) -> None:
+    out = same_bytes(capsys, *options, tangled)
+    assert "(message #" in out and "no response within" in out
+
+
+@pytest.mark.parametrize("options", [("-T", "json"), ("-T", "jsonl", "--about")], ids=" ".join)
+def test_json_made_in_the_workers_gets_the_capture_numbers_streams_and_pairs(
+        capsys: pytest.CaptureFixture[str], tangled: str, options: tuple[str, ...]) -> None:
+    out = same_bytes(capsys, *options, tangled)
+    assert '"pair":' in out and "(message #" in out and "no response within" in out
+
+
+@pytest.mark.parametrize("options", [("-t", "a", "--frames", "--show-file"), ("-x",), ("-V", "-t", "ad"),
+                                     ("-T", "jsonl")],
+                         ids=" ".join)
+def test_text_made_in_the_workers_is_one_process_bytes_for_every_shipped_capture(
+        capsys: pytest.CaptureFixture[str], options: tuple[str, ...]) -> None:
+    same_bytes(capsys, "--port", "36333", "--port", "19092", *options, *SHIPPED)
+
+
+def lines_of(arguments: list[str]) -> _TextLines:
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    sink = _TextSink(out, build_parser().parse_args(arguments))
+    assert isinstance(sink.prepare, _TextLines)
+    return sink.prepare
+
+
+def test_a_worker_sends_each_message_text_after_its_number_and_its_note_count() -> None:
+    path = str(CAPTURES / "incident.pcap")
+    clock = CaptureClock()
+    one = io.StringIO()
+    sink = _TextSink(one, build_parser().parse_args(["-V", path]))
+    sink.begin(clock)
+    texts = []
+    for message in read_messages(path, clock=clock):
+        sink.write(message)
+        texts.append(one.getvalue())
+        one.seek(0)
+        one.truncate()
+    found = list(parallel.read_messages([path], 2, prepare=lines_of(["-V", path]), clock=CaptureClock()))
+    assert len(found) == len(texts) and all(type(prepared) is tuple for _message, prepared in found)
+    written = [(b"%6d" % message.number + tail).decode() for message, (tail, notes) in found
+               if notes == len(message.notes)]
+    assert written == [text for text, (message, (_tail, notes)) in zip(texts, found, strict=True)
+                       if notes == len(message.notes)]
+    assert len(written) == len(found) - 1  # the request never answered: its line is the merge's
+
+
+def test_the_workers_make_the_text_only_when_it_depends_on_nothing_they_cannot_know() -> None:
+    parser = build_parser()
+    for arguments in (["-i"], ["-t", "d"], ["-Y", "api_key == 3"], ["--api", "Metadata"]):
+        args = parser.parse_args([*arguments, "x.pcap"])
+        assert _TextLines.coding(io.TextIOWrapper(io.BytesIO()), args) is None
+    args = parser.parse_args(["-V", "x.pcap"])
+    assert _TextLines.coding(io.StringIO(), args) is None  # no bytes underneath
+    assert _TextLines.coding(io.TextIOWrapper(io.BytesIO(), encoding="latin-1"), args) == ("latin-1", "strict")
+
+
+def test_text_lines_travel_to_a_worker_without_their_sink(tmp_path: Path) -> None:
+    import pickle
+
+    prepare = lines_of(["x.pcap"]).started(5)
+    prepare(next(iter(read_messages(str(CAPTURES / "incident.pcap")))))
+    assert prepare.sink is not None
+    copy = pickle.loads(pickle.dumps(prepare))
+    assert copy.sink is None and copy.start_ns == 5 and isinstance(copy.args, argparse.Namespace)
