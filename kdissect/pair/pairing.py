@@ -31,15 +31,21 @@ class Pairer:
         self._in_flight: dict[int, OrderedDict[int, Message]] = {}
 
     def add(self, message: Message) -> None:
-        if message.correlation_id is None:
+        correlation_id = message.correlation_id
+        if correlation_id is None:
             return
-        flight = self._in_flight.get(message.frame.connection.index)
+        index = message.frame.connection.index
+        flight = self._in_flight.get(index)
         if flight is None:
-            flight = self._in_flight[message.frame.connection.index] = OrderedDict()
+            flight = self._in_flight[index] = OrderedDict()
         if message.is_request:
             self._add_request(flight, message)
+            return
+        request = flight.pop(correlation_id, None)  # the usual case: the oldest, in FIFO order
+        if request is not None and (not flight or next(iter(flight.values())).number >= request.number):
+            request.link(message)
         else:
-            self._add_response(flight, message)
+            self._add_response(flight, message, request)
 
     def _add_request(self, flight: OrderedDict[int, Message], request: Message) -> None:
         if not request.expects_response:
@@ -59,24 +65,22 @@ class Pairer:
         if len(flight) > HOLD_MESSAGES:
             flight.popitem(last=False)
 
-    def _add_response(self, flight: OrderedDict[int, Message], response: Message) -> None:
-        correlation_id = response.correlation_id
-        assert correlation_id is not None
-        request = flight.pop(correlation_id, None)
+    def _add_response(self, flight: OrderedDict[int, Message], response: Message,
+                      request: Message | None) -> None:
+        """A response whose request is missing, or not the oldest in flight."""
         if request is None:
             from kdissect.decode.dissect import REQUEST_MISSING  # the decode tier only when needed
 
             response.notes.append(notes.warn(REQUEST_MISSING, id="kafka.request_missing"))
             return
-        oldest = next(iter(flight.values())) if flight else None
-        if oldest is not None and oldest.number < request.number:
-            response.notes.append(
-                notes.warn(
-                    "response out of FIFO order: an older request on this connection "
-                    f"(#{oldest.number}) is still unanswered",
-                    id="kafka.response_out_of_order",
-                )
+        oldest = next(iter(flight.values()))
+        response.notes.append(
+            notes.warn(
+                "response out of FIFO order: an older request on this connection "
+                f"(#{oldest.number}) is still unanswered",
+                id="kafka.response_out_of_order",
             )
+        )
         request.link(response)
 
 
@@ -111,7 +115,8 @@ class Sequencer:
         released = []
         while queue:
             head = queue[0]
-            if not _settled(head):
+            if (head.is_request and head._pair is None and head.expects_response  # not _settled(head)
+                    and head.correlation_id is not None):
                 if (len(queue) <= self._hold_messages and self._held_bytes <= self._hold_bytes
                         and newest - head.frame.last_ns <= self._hold_ns):
                     break
