@@ -224,7 +224,27 @@ def message_from_frame(number: int, frame: Frame) -> Message:
         if len(data) < 8:
             return Message(number, frame, False, None, notes=[_short_header(data, "response")])
         return Message(number, frame, False, _RESPONSE_FIXED.unpack_from(data)[1])
-    if len(data) < 12:
+    if len(data) < 14:
+        return _short_request(number, frame, data)
+    _, key, version, correlation_id, length = _REQUEST_HEAD.unpack_from(data)
+    message = Message(number, frame, True, correlation_id, key, version)
+    if _has_client_id(key, version) and length >= 0:
+        raw = data[14:14 + length]  # a client id seen before, whole: the usual case
+        client_id = _CLIENT_IDS.get(raw)
+        message.client_id = client_id if client_id is not None and len(raw) == length else _client_id(
+            data, message)
+    if key == PRODUCE:
+        message.expects_response = produce_acks(message) != 0
+    return message
+
+
+_REQUEST = Direction.REQUEST
+_REQUEST_HEAD = struct.Struct(">ihhih")  # the fixed part and the client id's length
+
+
+def _short_request(number: int, frame: Frame, data: bytes) -> Message:
+    """A request too short for its fixed header, or for the client id's length."""
+    if len(data) < _REQUEST_FIXED.size:
         return Message(number, frame, True, None, notes=[_short_header(data, "request")])
     _, key, version, correlation_id = _REQUEST_FIXED.unpack_from(data)
     message = Message(number, frame, True, correlation_id, key, version)
@@ -233,9 +253,6 @@ def message_from_frame(number: int, frame: Frame) -> Message:
     if key == PRODUCE:
         message.expects_response = produce_acks(message) != 0
     return message
-
-
-_REQUEST = Direction.REQUEST
 
 
 @functools.lru_cache(maxsize=1024)

@@ -39,31 +39,19 @@ class Pairer:
         if flight is None:
             flight = self._in_flight[index] = OrderedDict()
         if message.is_request:
-            self._add_request(flight, message)
+            if message.expects_response:  # not Produce with acks=0 (the broker sends nothing back)
+                earlier = flight.pop(correlation_id, None)
+                if earlier is not None:
+                    _duplicate(message, earlier)
+                flight[correlation_id] = message
+                if len(flight) > HOLD_MESSAGES:
+                    flight.popitem(last=False)
             return
         request = flight.pop(correlation_id, None)  # the usual case: the oldest, in FIFO order
         if request is not None and (not flight or next(iter(flight.values())).number >= request.number):
             request.link(message)
         else:
             self._add_response(flight, message, request)
-
-    def _add_request(self, flight: OrderedDict[int, Message], request: Message) -> None:
-        if not request.expects_response:
-            return  # Produce with acks=0: the broker sends nothing back
-        correlation_id = request.correlation_id
-        assert correlation_id is not None
-        earlier = flight.pop(correlation_id, None)
-        if earlier is not None:
-            request.notes.append(
-                notes.warn(
-                    f"duplicate correlation id {correlation_id} in flight "
-                    f"(message #{earlier.number} still unanswered)",
-                    id="kafka.duplicate_correlation_id",
-                )
-            )
-        flight[correlation_id] = request
-        if len(flight) > HOLD_MESSAGES:
-            flight.popitem(last=False)
 
     def _add_response(self, flight: OrderedDict[int, Message], response: Message,
                       request: Message | None) -> None:
@@ -82,6 +70,12 @@ class Pairer:
             )
         )
         request.link(response)
+
+
+def _duplicate(request: Message, earlier: Message) -> None:
+    request.notes.append(notes.warn(
+        f"duplicate correlation id {request.correlation_id} in flight "
+        f"(message #{earlier.number} still unanswered)", id="kafka.duplicate_correlation_id"))
 
 
 class Sequencer:
