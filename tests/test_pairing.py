@@ -146,3 +146,40 @@ def test_holding_is_bounded_in_bytes():
     assert list(sequencer.push(stuck)) == []
     big = message_from_frame(2, frame(response_bytes(99, body=bytes(200)), Direction.RESPONSE, 2, 0.1))
     assert list(sequencer.push(big)) == [stuck, big]  # the head leaves before memory grows further
+
+
+def test_a_client_id_cut_short_is_noted_even_when_the_whole_id_was_seen_before():
+    whole = request_bytes(3, 1, 1, client_id=b"cut-me-client")
+    cut = request_bytes(3, 1, 2, client_id=b"cut-me-client")
+    cut = cut[:4] + cut[4:-6]  # the frame ends inside the client id
+    first, second = (message_from_frame(n, frame(data, Direction.REQUEST, n, 1.0))
+                     for n, data in ((1, whole), (2, cut)))
+    assert first.client_id == "cut-me-client" and not first.notes
+    assert second.client_id == "cut-me-"
+    assert [n.message for n in second.notes] == ["request header cut inside client_id"]
+
+
+def test_a_negative_client_id_length_is_a_null_client_id():
+    data = request_bytes(3, 1, 1, client_id=b"")
+    data = data[:12] + struct.pack(">h", -1) + data[14:]
+    assert message_from_frame(1, frame(data, Direction.REQUEST, 1, 1.0)).client_id is None
+
+
+def _flexible_produce(acks: int, *, tagged: bytes = b"\x00", transactional_id: bytes = b"\x00") -> bytes:
+    """Produce v9: the header's tagged fields, then a compact nullable transactional id and acks."""
+    return request_bytes(0, 9, 5, client_id=b"p",
+                         body=tagged + transactional_id + struct.pack(">hi", acks, 1000) + b"\x01\x00")
+
+
+def test_flexible_produce_acks_read_past_tagged_fields_and_long_transactional_ids():
+    long_id = b"t" * 200  # its compact length takes two varint bytes
+    cases = [
+        (_flexible_produce(0), False),
+        (_flexible_produce(1), True),
+        (_flexible_produce(0, tagged=b"\x01\x05\x02ab"), False),  # one tagged field of 2 bytes
+        (_flexible_produce(0, transactional_id=b"\xc9\x01" + long_id), False),
+        (_flexible_produce(-1, transactional_id=b"\x04abc"), True),
+        (_flexible_produce(0)[:17], True),  # cut before acks: unreadable, so a response is expected
+    ]
+    for data, expects in cases:
+        assert message_from_frame(1, frame(data, Direction.REQUEST, 1, 1.0)).expects_response is expects

@@ -220,14 +220,30 @@ def _fast_body() -> Callable[[bytes, str, int, int], Values | None]:
 def message_from_frame(number: int, frame: Frame) -> Message:
     """Read the header fields of a frame without touching the body."""
     data = frame.data
-    if frame.direction is Direction.REQUEST:
-        return _parse_request(number, frame, data)
-    if len(data) < _RESPONSE_FIXED.size:
-        return Message(number, frame, False, None, notes=[_short_header(data, "response")])
-    return Message(number, frame, False, _RESPONSE_FIXED.unpack_from(data)[1])
+    if frame.direction is not _REQUEST:
+        if len(data) < 8:
+            return Message(number, frame, False, None, notes=[_short_header(data, "response")])
+        return Message(number, frame, False, _RESPONSE_FIXED.unpack_from(data)[1])
+    if len(data) < 14:
+        return _short_request(number, frame, data)
+    _, key, version, correlation_id, length = _REQUEST_HEAD.unpack_from(data)
+    message = Message(number, frame, True, correlation_id, key, version)
+    if _has_client_id(key, version) and length >= 0:
+        raw = data[14:14 + length]  # a client id seen before, whole: the usual case
+        client_id = _CLIENT_IDS.get(raw)
+        message.client_id = client_id if client_id is not None and len(raw) == length else _client_id(
+            data, message)
+    if key == PRODUCE:
+        message.expects_response = produce_acks(message) != 0
+    return message
 
 
-def _parse_request(number: int, frame: Frame, data: bytes) -> Message:
+_REQUEST = Direction.REQUEST
+_REQUEST_HEAD = struct.Struct(">ihhih")  # the fixed part and the client id's length
+
+
+def _short_request(number: int, frame: Frame, data: bytes) -> Message:
+    """A request too short for its fixed header, or for the client id's length."""
     if len(data) < _REQUEST_FIXED.size:
         return Message(number, frame, True, None, notes=[_short_header(data, "request")])
     _, key, version, correlation_id = _REQUEST_FIXED.unpack_from(data)
@@ -283,14 +299,15 @@ def produce_acks(message: Message) -> int | None:
     header also ends with a tagged-field block) and then `acks`.
     """
     data, version = message.frame.data, message.api_version or 0
-    flexible = version >= 9
     try:
-        (client_id_length,) = _INT16.unpack_from(data, _REQUEST_FIXED.size)
-        offset = _REQUEST_FIXED.size + 2 + max(client_id_length, 0)
-        if flexible:
-            offset = _skip_tagged_fields(data, offset)
-        if version >= 3:
-            offset = _skip_string(data, offset, compact=flexible)
+        offset = _REQUEST_FIXED.size + 2 + max(_INT16.unpack_from(data, _REQUEST_FIXED.size)[0], 0)
+        if version >= 9:  # one-byte varints (no tagged fields, a short id) read inline: the usual case
+            offset = offset + 1 if data[offset] == 0 else _skip_tagged_fields(data, offset)
+            length_plus_one = data[offset]
+            offset = offset + max(length_plus_one, 1) if length_plus_one < 0x80 else _skip_string(
+                data, offset, compact=True)
+        elif version >= 3:
+            offset = _skip_string(data, offset, compact=False)
         return int(_INT16.unpack_from(data, offset)[0])
     except (struct.error, IndexError):
         return None

@@ -31,53 +31,51 @@ class Pairer:
         self._in_flight: dict[int, OrderedDict[int, Message]] = {}
 
     def add(self, message: Message) -> None:
-        if message.correlation_id is None:
+        correlation_id = message.correlation_id
+        if correlation_id is None:
             return
-        flight = self._in_flight.get(message.frame.connection.index)
+        index = message.frame.connection.index
+        flight = self._in_flight.get(index)
         if flight is None:
-            flight = self._in_flight[message.frame.connection.index] = OrderedDict()
+            flight = self._in_flight[index] = OrderedDict()
         if message.is_request:
-            self._add_request(flight, message)
+            if message.expects_response:  # not Produce with acks=0 (the broker sends nothing back)
+                earlier = flight.pop(correlation_id, None)
+                if earlier is not None:
+                    _duplicate(message, earlier)
+                flight[correlation_id] = message
+                if len(flight) > HOLD_MESSAGES:
+                    flight.popitem(last=False)
+            return
+        request = flight.pop(correlation_id, None)  # the usual case: the oldest, in FIFO order
+        if request is not None and (not flight or next(iter(flight.values())).number >= request.number):
+            request.link(message)
         else:
-            self._add_response(flight, message)
+            self._add_response(flight, message, request)
 
-    def _add_request(self, flight: OrderedDict[int, Message], request: Message) -> None:
-        if not request.expects_response:
-            return  # Produce with acks=0: the broker sends nothing back
-        correlation_id = request.correlation_id
-        assert correlation_id is not None
-        earlier = flight.pop(correlation_id, None)
-        if earlier is not None:
-            request.notes.append(
-                notes.warn(
-                    f"duplicate correlation id {correlation_id} in flight "
-                    f"(message #{earlier.number} still unanswered)",
-                    id="kafka.duplicate_correlation_id",
-                )
-            )
-        flight[correlation_id] = request
-        if len(flight) > HOLD_MESSAGES:
-            flight.popitem(last=False)
-
-    def _add_response(self, flight: OrderedDict[int, Message], response: Message) -> None:
-        correlation_id = response.correlation_id
-        assert correlation_id is not None
-        request = flight.pop(correlation_id, None)
+    def _add_response(self, flight: OrderedDict[int, Message], response: Message,
+                      request: Message | None) -> None:
+        """A response whose request is missing, or not the oldest in flight."""
         if request is None:
             from kdissect.decode.dissect import REQUEST_MISSING  # the decode tier only when needed
 
             response.notes.append(notes.warn(REQUEST_MISSING, id="kafka.request_missing"))
             return
-        oldest = next(iter(flight.values())) if flight else None
-        if oldest is not None and oldest.number < request.number:
-            response.notes.append(
-                notes.warn(
-                    "response out of FIFO order: an older request on this connection "
-                    f"(#{oldest.number}) is still unanswered",
-                    id="kafka.response_out_of_order",
-                )
+        oldest = next(iter(flight.values()))
+        response.notes.append(
+            notes.warn(
+                "response out of FIFO order: an older request on this connection "
+                f"(#{oldest.number}) is still unanswered",
+                id="kafka.response_out_of_order",
             )
+        )
         request.link(response)
+
+
+def _duplicate(request: Message, earlier: Message) -> None:
+    request.notes.append(notes.warn(
+        f"duplicate correlation id {request.correlation_id} in flight "
+        f"(message #{earlier.number} still unanswered)", id="kafka.duplicate_correlation_id"))
 
 
 class Sequencer:
@@ -111,7 +109,8 @@ class Sequencer:
         released = []
         while queue:
             head = queue[0]
-            if not _settled(head):
+            if (head.is_request and head._pair is None and head.expects_response  # not _settled(head)
+                    and head.correlation_id is not None):
                 if (len(queue) <= self._hold_messages and self._held_bytes <= self._hold_bytes
                         and newest - head.frame.last_ns <= self._hold_ns):
                     break

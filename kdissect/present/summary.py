@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from kdissect.apis import api_name
 from kdissect.decode.tree import printable
 from kdissect.error_codes import error_name
 from kdissect.ingest.net import format_address
@@ -79,34 +80,47 @@ def _clock(nanoseconds: int) -> str:
 # The same few strings for every message of a connection. Keyed by the connection's
 # identity (its object is kept in the value, so the id cannot be reused meanwhile).
 _ROUTES: dict[tuple[int, bool, int | None, int | None, str | None], tuple[object, str, str]] = {}
+_ENDPOINTS: dict[tuple[int, bool], tuple[object, str]] = {}  # `src -> dst ` per connection, direction
 _MAX_ROUTES = 65536
 
 
 def _route_parts(message: Message, client_id: str | None) -> tuple[object, str, str]:
     """(the connection, `src -> dst API vN Request`, what follows the correlation id: ` [tls]`
-    and ` client=ID`), cached per connection, direction, API version and client id."""
+    and ` client=ID`), cached per connection, direction, API version and client id; built
+    from the endpoints (cached per connection and direction) and the API label (cached per
+    API, version and direction), as a connection that speaks many APIs misses often."""
     connection = message.frame.connection
-    key = (id(connection), message.is_request, message.api_key, message.api_version, client_id)
-    cached = _ROUTES.get(key)
-    if cached is None:
+    is_request = message.is_request
+    endpoints = _ENDPOINTS.get((id(connection), is_request))
+    if endpoints is None:
         client, server = format_address(connection.client), format_address(connection.server)
-        if message.is_request:
-            src, dst, kind = client, server, "Request"
-        else:
-            src, dst, kind = server, client, "Response"
-        tail = " [tls]" if connection.tls else ""
-        if client_id:
-            tail += f" client={printable(client_id)}"
-        if len(_ROUTES) > _MAX_ROUTES:
-            _ROUTES.clear()
-        cached = _ROUTES[key] = (connection, f"{src:>21} -> {dst:<21} {_api_label(message)} {kind}", tail)
+        src, dst = (client, server) if is_request else (server, client)
+        if len(_ENDPOINTS) > _MAX_ROUTES:
+            _ENDPOINTS.clear()
+        endpoints = _ENDPOINTS[(id(connection), is_request)] = (connection, f"{src:>21} -> {dst:<21} ")
+    tail = " [tls]" if connection.tls else ""
+    if client_id:
+        tail += f" client={_printable_client(client_id)}"
+    if len(_ROUTES) > _MAX_ROUTES:
+        _ROUTES.clear()
+    key = (id(connection), is_request, message.api_key, message.api_version, client_id)
+    cached = _ROUTES[key] = (connection, endpoints[1] + _api_label(message.api_key, message.api_version,
+                                                                    is_request), tail)
     return cached
 
 
-def _api_label(message: Message) -> str:
-    if message.api_key is None:
-        return "(unknown API)"
-    return f"{message.api_name} v{message.api_version}"
+@functools.lru_cache(maxsize=4096)
+def _printable_client(client_id: str) -> str:
+    return printable(client_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _api_label(api_key: int | None, api_version: int | None, is_request: bool) -> str:
+    """`Produce v9 Request`, `(unknown API) Response`."""
+    kind = "Request" if is_request else "Response"
+    if api_key is None:
+        return f"(unknown API) {kind}"
+    return f"{api_name(api_key)} v{api_version} {kind}"
 
 
 def info(message: Message, *, body_info: bool = False) -> str:
