@@ -64,7 +64,23 @@ def _batch_clean(data: bytes, pos: int, cap: int) -> bool:
         body = decompress(codec, memoryview(data)[pos + BATCH_HEADER:end], cap=cap)
     except DecompressionProblem:
         return False
+    if _frame[0] is not data:
+        _frame[0] = data
+        _bodies.clear()
+    _bodies[pos + BATCH_HEADER] = body
     return _records_clean(body, 0, len(body), count, control)
+
+
+# The records of the last frame's compressed batches, by where their data starts: the -V
+# writer, which reads a frame right after its check, need not decompress them again.
+_frame: list[bytes | None] = [None]
+_bodies: dict[int, bytes] = {}
+
+
+def decompressed(data: bytes, start: int) -> bytes | None:
+    """The records decompressed from the batch data at `start` of `data`, when the last frame
+    checked was `data` and a batch's data began there; None otherwise."""
+    return _bodies.get(start) if _frame[0] is data else None
 
 
 def _records_clean(data: bytes, pos: int, end: int, count: int, control: bool) -> bool:
@@ -122,4 +138,4 @@ def _bytes_end(data: bytes, pos: int, end: int) -> tuple[int, int]:
     return length, at + length
 
 
-__all__ = ["records_clean"]
+__all__ = ["decompressed", "records_clean"]
