@@ -874,9 +874,15 @@ class _StatsSink(_Sink):
 
 def tree_text(message: Message, *, wide: bool) -> str:
     """`-V`'s tree of one message (computed where the message was read)."""
+    return _render_message()(message, wide=wide)
+
+
+@functools.cache
+def _render_message() -> Callable[..., str]:
+    """The tree writer, imported on first use (not at start-up) and once, not per message."""
     from kdissect.present.text import render_message
 
-    return render_message(message, wide=wide)
+    return render_message
 
 
 def tree_json(message: Message, *, about: bool) -> str:

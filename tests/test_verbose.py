@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from kdissect.decode.dissect import dissect_request, dissect_response
 from kdissect.decode.values import fast_body
+from kdissect.ingest.framing import Direction
+from kdissect.pair.message import message_from_frame
 from kdissect.pipeline import read_messages
 from kdissect.present.text import render_message, render_tree
 from kdissect.present.verbose import frame_text, message_text
@@ -34,7 +36,8 @@ from tests.test_generated import (
     _kio_frame,
     carries_tagged_fields,
 )
-from tests.test_records import CODECS, legacy_set, record, v2_batch
+from tests.test_pairing import frame as pairing_frame
+from tests.test_records import CODECS, legacy_set, patched, record, v2_batch
 from tests.test_tagged_fast_path import TAGGED_CASES, _tagged_messages, _with_last_tag
 
 
@@ -205,6 +208,54 @@ def test_record_headers_and_null_keys_are_written_like_the_tree() -> None:
     text = _written(_produce_v3(batch), "request", 0, 3)
     assert text is not None
     assert "keyLength varint = -1 (null)" in text and 'Header[1] Header = "h2" = null' in text
+
+
+# Keys and values of every shape the record loop reads in line or hands to `value_display`:
+# printable ASCII short and past the display's 64 bytes, text with controls or beyond ASCII,
+# binary, empty and null.
+_shaped = st.one_of(
+    st.none(), st.just(b""), st.binary(max_size=150),
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=50, max_size=120).map(str.encode),
+    st.text(max_size=80).map(str.encode))
+_shaped_record = st.tuples(st.integers(-3000, 3000), _shaped, _shaped,
+                           st.lists(st.tuples(st.text(max_size=8), _shaped), max_size=3))
+
+
+@pytest.mark.parametrize("codec", [0, 1])
+@QUICK
+@given(records=st.lists(_shaped_record, min_size=1, max_size=80), base=st.integers(0, 2**62))
+def test_records_of_every_shape_are_written_like_the_tree(codec: int, records: list, base: int) -> None:
+    """Up to 80 records (offset deltas of two varint bytes), timestamps before the first
+    (negative deltas), keys, values and header values of every shape, a base offset past 2**40."""
+    batch = v2_batch(records, codec, base_offset=base)
+    for frame, version in ((_produce_v3(batch), 3), (_produce_v9(batch), 9)):
+        text = _written(frame, "request", 0, version)
+        assert text is not None and f"Record[{len(records) - 1}] Record" in text
+
+
+@pytest.mark.parametrize("attributes", [0x08, 0x18, 0x20, 0x30, 0x40])
+def test_log_append_time_control_and_transactional_batches_are_written_like_the_tree(attributes: int) -> None:
+    """Attributes kafka-python's builder does not set (brokers write them), patched in with
+    its own CRC-32C: timestamps from maxTimestamp, control markers, the delete horizon bit."""
+    marker = struct.pack(">hh", 0, 1)  # version 0, commit
+    batch = patched(v2_batch([(0, marker, struct.pack(">hi", 0, 4), []), (7, marker, None, [])], 0),
+                    attributes=attributes)
+    text = _written(_produce_v3(batch), "request", 0, 3)
+    assert text is not None and ("commit marker" in text) == bool(attributes & 0x20)
+
+
+def test_a_damaged_batch_is_written_from_the_tree_with_its_note() -> None:
+    """A record whose varint runs past its batch, or a CRC that does not match: no fast path,
+    and `render_message` writes the interpreter's tree (with its note)."""
+    batch = v2_batch([(0, b"k", b"value", [("h", b"x")])], 0)
+    cut = patched(batch, records=batch[61:-3] + b"\xff\xff\xff")
+    wrong_crc = batch[:17] + bytes(4) + batch[21:]
+    for damaged in (cut, wrong_crc):
+        frame = _produce_v9(damaged)
+        assert fast_body(frame, "request", 0, 9) is None
+        message = message_from_frame(1, pairing_frame(frame, Direction.REQUEST, 1, 0.0))
+        assert message_text(message) is None
+        assert render_message(message) == _tree_text(frame, "request", 0, 9)
 
 
 @pytest.mark.parametrize(("magic", "codec"), [(m, c) for m in (0, 1) for c in (0, 1)])

@@ -64,7 +64,23 @@ def _batch_clean(data: bytes, pos: int, cap: int) -> bool:
         body = decompress(codec, memoryview(data)[pos + BATCH_HEADER:end], cap=cap)
     except DecompressionProblem:
         return False
+    if _frame[0] is not data:
+        _frame[0] = data
+        _bodies.clear()
+    _bodies[pos + BATCH_HEADER] = body
     return _records_clean(body, 0, len(body), count, control)
+
+
+# The records of the last frame's compressed batches, by where their data starts: the -V
+# writer, which reads a frame right after its check, need not decompress them again.
+_frame: list[bytes | None] = [None]
+_bodies: dict[int, bytes] = {}
+
+
+def decompressed(data: bytes, start: int) -> bytes | None:
+    """The records decompressed from the batch data at `start` of `data`, when the last frame
+    checked was `data` and a batch's data began there; None otherwise."""
+    return _bodies.get(start) if _frame[0] is data else None
 
 
 def _records_clean(data: bytes, pos: int, end: int, count: int, control: bool) -> bool:
@@ -79,25 +95,33 @@ def _records_clean(data: bytes, pos: int, end: int, count: int, control: bool) -
 
 
 def _record_end(data: bytes, pos: int, end: int, control: bool) -> int:
-    """Where the record at `pos` ends when `records._record` reads it without complaint; -1 else."""
-    length, at = zigzag_varint(data, pos, end, 5)
+    """Where the record at `pos` ends when `records._record` reads it without complaint; -1 else.
+
+    Varints of one byte (most) are read in line; the others by `zigzag_varint`."""
+    byte = data[pos] if pos < end else 0x80
+    length, at = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else zigzag_varint(data, pos, end, 5)
     if at < 0:
         return -1
     record_end = at + length
     if length < 6 or record_end > end:
         return -1
     at += 1  # attributes
-    for width in (10, 5):  # timestamp delta, offset delta
-        _, at = zigzag_varint(data, at, record_end, width)
-        if at < 0:
-            return -1
+    byte = data[at]  # within the record: it is 6 bytes or more
+    at = at + 1 if byte < 0x80 else zigzag_varint(data, at, record_end, 10)[1]  # timestamp delta
+    if at < 0:
+        return -1
+    byte = data[at] if at < record_end else 0x80
+    at = at + 1 if byte < 0x80 else zigzag_varint(data, at, record_end, 5)[1]  # offset delta
+    if at < 0:
+        return -1
     key_length, at = _bytes_end(data, at, record_end)
     if at < 0 or (control and (key_length < _CONTROL_KEY_SIZE)):
         return -1
     _, at = _bytes_end(data, at, record_end)  # the value
     if at < 0:
         return -1
-    headers, at = zigzag_varint(data, at, record_end, 5)
+    byte = data[at] if at < record_end else 0x80
+    headers, at = ((byte >> 1) ^ -(byte & 1), at + 1) if byte < 0x80 else zigzag_varint(data, at, record_end, 5)
     if at < 0 or headers < 0 or 2 * headers > record_end - at:
         return -1
     for _ in range(headers):
@@ -112,7 +136,8 @@ def _record_end(data: bytes, pos: int, end: int, control: bool) -> int:
 
 def _bytes_end(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """(length, end) of varint-length bytes (-1: null); (0, -1) where `records._varbytes` objects."""
-    length, at = zigzag_varint(data, pos, end, 5)
+    byte = data[pos] if pos < end else 0x80
+    length, at = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else zigzag_varint(data, pos, end, 5)
     if at < 0 or length < -1:
         return 0, -1
     if length == -1:
@@ -122,4 +147,4 @@ def _bytes_end(data: bytes, pos: int, end: int) -> tuple[int, int]:
     return length, at + length
 
 
-__all__ = ["records_clean"]
+__all__ = ["decompressed", "records_clean"]

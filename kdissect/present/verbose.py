@@ -69,24 +69,37 @@ def message_text(message: Message) -> str | None:
     """`-V`'s tree of a message whose body took the fast path; None for any other message
     (or one the writers refuse), which the caller writes from rows or the tree."""
     key, version = message.api_key, message.api_version
-    if key is None or version is None or message_plan(key, version, message.kind) is None:
+    if key is None or version is None:
+        return None
+    layout = _layout_of(key, version, message.kind)  # None: no plan for this message
+    if layout is None:
         return None
     values = message.fast_values(keep=False)
-    return None if values is None else frame_text(message.frame.data, message.kind, key, version, values)
+    return None if values is None else _text(message.frame.data, version, values, layout)
 
 
 def frame_text(data: bytes, kind: str, api_key: int, version: int, body: Values) -> str | None:
     """The text `render_rows(message_rows(data, kind, api_key, version, body))` gives, for a
     frame whose body's flat values `body` came from the fast path; None when refused."""
-    layout = _layouts.get((api_key, version, kind))
-    if layout is None:
-        layout = _layouts[(api_key, version, kind)] = _layout(api_key, version, kind)
-    if layout is None:
-        return None
+    layout = _layout_of(api_key, version, kind)
+    return None if layout is None else _text(data, version, body, layout)
+
+
+def _layout_of(api_key: int, version: int, kind: str) -> _Layout | None:
+    found = _layouts.get((api_key, version, kind), _UNSET)
+    if found is _UNSET:
+        found = _layouts[(api_key, version, kind)] = _layout(api_key, version, kind)
+    return found  # type: ignore[return-value]
+
+
+def _text(data: bytes, version: int, body: Values, layout: _Layout) -> str | None:
     try:
         return _message_text(data, version, body, layout)
     except Refused:
         return None
+
+
+_UNSET = object()
 
 
 @dataclass(frozen=True, slots=True)

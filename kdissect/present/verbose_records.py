@@ -21,9 +21,11 @@ from typing import Any
 
 from kdissect.decode import records as rec
 from kdissect.decode.compression import COMPRESSION_NAMES, decompress
+from kdissect.decode.record_check import decompressed
 from kdissect.decode.record_nodes import (
     BATCH_FIELDS,
     DECOMPRESSED_ABOUT,
+    MAX_VALUE_BYTES,
     count_text,
     timestamp_display,
     value_display,
@@ -159,46 +161,57 @@ def _batch_header_writer() -> Callable[..., str]:
 _batch_header = _batch_header_writer()
 
 
+class _Attributes(dict[int, tuple[Any, ...]]):
+    """What a batch's lines take from its attributes, by their (int16) value: (codec, compression,
+    the attributes' display, what the batch's display adds, the bits'
+    texts, whether timestamps are LogAppendTime, whether it is a control batch)."""
+
+    def __missing__(self, attributes: int) -> tuple[Any, ...]:
+        codec = attributes & 0x07
+        compression = COMPRESSION_NAMES[codec]  # clean: a codec that decompressed
+        timestamp_type = rec.TIMESTAMP_TYPES[(attributes >> 3) & 1]
+        transactional, control = bool(attributes & 0x10), bool(attributes & 0x20)
+        added = (f", {compression}" if codec else "") + (
+            ", control" if control else ", transactional" if transactional else "")
+        found = self[attributes] = (
+            codec, compression, f"0x{attributes:04x} ({compression}, {timestamp_type})", added,
+            (compression, timestamp_type, _TRUTH[transactional], _TRUTH[control], _TRUTH[bool(attributes & 0x40)]),
+            bool(attributes & 0x08), control)
+        return found
+
+
+_TRUTH = ("false", "true")
+_ATTRIBUTE_TEXTS = _Attributes()
+
+
 def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: str, prefix: str) -> None:
     """A clean magic 2 batch: its header's lines in one string, then its records'."""
     fields = _BATCH.unpack_from(data, pos)
     (base_offset, batch_length, _, _, crc, attributes, _, base_time, max_time, _, _, _, count) = fields
+    codec, compression, shown, added, bits, log_append, control = _ATTRIBUTE_TEXTS[attributes]
     end = pos + rec.LOG_OVERHEAD + batch_length
-    codec = attributes & 0x07
-    compression = COMPRESSION_NAMES[codec]  # clean: a codec that decompressed
-    timestamp_type = rec.TIMESTAMP_TYPES[(attributes >> 3) & 1]
-    transactional, control = bool(attributes & 0x10), bool(attributes & 0x20)
-    parts = [f"{count} record{'' if count == 1 else 's'}", f"offset {base_offset}"]
-    if codec:
-        parts.append(compression)
-    if control:
-        parts.append("control")
-    elif transactional:
-        parts.append("transactional")
-    child = prefix + "+-- "
-    lines.append(f"{branch}RecordBatch[{index}] RecordBatch = {', '.join(parts)} [{_H[pos]}, {end - pos}B]"
-                 " record batch, magic 2\n" + _batch_header(
-                     child, f"{prefix}|   +-- [", pos, _H, *fields[:4], f"0x{crc:08x} (correct)",
-                     f"0x{attributes:04x} ({compression}, {timestamp_type})", fields[6], _timestamp(base_time),
-                     _timestamp(max_time), *fields[9:], compression, timestamp_type, _TRUTH[transactional],
-                     _TRUTH[control], _TRUTH[bool(attributes & 0x40)]))
     at = pos + rec.BATCH_HEADER
-    log_append = bool(attributes & 0x08)
-    batch = _Batch(base_offset, max_time if log_append else base_time, log_append, control)
-    records_prefix = prefix + "    "
+    child, records_prefix, counted = prefix + "+-- ", prefix + "    ", count_text(count)
+    header = _batch_header(child, f"{prefix}|   +-- [", pos, _H, *fields[:4], f"0x{crc:08x} (correct)",
+                           shown,
+                           fields[6], _timestamp(base_time), _timestamp(max_time), *fields[9:], *bits)
+    head = (f"{branch}RecordBatch[{index}] RecordBatch = {counted}, offset {base_offset}{added} "
+            f"[{_H[pos]}, {end - pos}B] record batch, magic 2\n{header}\n")
     if not codec:
-        lines.append(f"{child}records []Record = {count_text(count)} [{_H[at]}, {end - at}B] the records of the batch")
-        _record_lines(lines, batch, data, at, end, count, records_prefix)
-        return
-    body = decompress(codec, memoryview(data)[at:end], cap=rec.MAX_DECOMPRESSED_BYTES)
-    lines.append(f"{child}records bytes = {end - at} bytes of {compression} data, {len(body)} bytes decompressed "
-                 f"[{_H[at]}, {end - at}B] the records of the batch, compressed\n"
-                 f"{records_prefix}+-- [decompressed []Record = {count_text(count)}] [0x0000, {len(body)}B]"
-                 f"{_decompressed_tail(compression)}")
-    _record_lines(lines, batch, body, 0, len(body), count, records_prefix + "    ")
-
-
-_TRUTH = ("false", "true")
+        lines.append(f"{head}{child}records []Record = {counted} [{_H[at]}, {end - at}B] the records of the batch")
+        body, records_prefix = data, records_prefix
+    else:
+        body = decompressed(data, at) or decompress(codec, memoryview(data)[at:end], cap=rec.MAX_DECOMPRESSED_BYTES)
+        lines.append(f"{head}{child}records bytes = {end - at} bytes of {compression} data, {len(body)} bytes "
+                     f"decompressed [{_H[at]}, {end - at}B] the records of the batch, compressed\n"
+                     f"{records_prefix}+-- [decompressed []Record = {counted}] [0x0000, {len(body)}B]"
+                     f"{_decompressed_tail(compression)}")
+        at, end, records_prefix = 0, len(body), records_prefix + "    "
+    base = max_time if log_append else base_time
+    if control:  # transaction markers, rare: their lines follow the value's
+        _control_records(lines, _Batch(base_offset, base, log_append, control), body, at, count, records_prefix)
+    else:
+        _plain_records(lines.append, body, at, count, base_offset, base, log_append, records_prefix)
 
 
 def _decompressed_tail(codec: str) -> str:
@@ -216,13 +229,88 @@ class _Batch:
     control: bool
 
 
-def _record_lines(lines: list[str], batch: _Batch, body: bytes, pos: int, end: int, count: int,
-                  prefix: str) -> None:
+def _control_records(lines: list[str], batch: _Batch, body: bytes, pos: int, count: int, prefix: str) -> None:
+    """The records of a control batch (transaction markers, rare), one by one."""
     branch, continued, ended = prefix + "+-- ", prefix + "|   ", prefix + "    "
-    timestamp_tail = _LOG_APPEND_TAIL if batch.log_append else _CREATE_TIME_TAIL
-    last = count - 1
-    for index in range(count):  # clean: exactly `count` records fill body[pos:end]
-        pos = _record(lines, batch, body, pos, index, timestamp_tail, branch, continued if index < last else ended)
+    tail = _LOG_APPEND_TAIL if batch.log_append else _CREATE_TIME_TAIL
+    for index in range(count):
+        pos = _record(lines, batch, body, pos, index, tail, branch, continued if index < count - 1 else ended)
+
+
+def _plain_records(append: Callable[[str], None], body: bytes, pos: int, count: int, base_offset: int,
+                   base_time: int, log_append: bool, prefix: str) -> None:
+    """The records of a batch that is not a control batch, each in one f-string: varints of
+    one byte (most) read in line, keys and values of printable ASCII (most) quoted in line."""
+    H, varint, size, timestamp = _H, rec.zigzag_varint, len(body), _timestamp
+    timestamp_tail = _LOG_APPEND_TAIL if log_append else _CREATE_TIME_TAIL
+    branch, last = prefix + "+-- ", count - 1
+    key_text: int | str  # a length, or "-1 (null)"
+    value_text: int | str
+    for index in range(count):
+        c, h = (prefix + "|   +-- ", prefix + "|       +-- ") if index < last else (prefix + "    +-- ",
+                                                                                   prefix + "        +-- ")
+        byte = body[pos]
+        length, b0 = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else varint(body, pos, size, 10)
+        byte = body[b0 + 1]
+        delta, b2 = ((byte >> 1) ^ -(byte & 1), b0 + 2) if byte < 0x80 else varint(body, b0 + 1, size, 10)
+        byte = body[b2]
+        offset_delta, b3 = ((byte >> 1) ^ -(byte & 1), b2 + 1) if byte < 0x80 else varint(body, b2, size, 10)
+        byte = body[b3]
+        key_length, b4 = ((byte >> 1) ^ -(byte & 1), b3 + 1) if byte < 0x80 else varint(body, b3, size, 10)
+        if key_length < 0:
+            b5, key_shown, key_text = b4, "null", "-1 (null)"
+            key_line = ""
+        else:
+            b5 = b4 + key_length
+            key_shown, key_text = _bytes_shown(body[b4:b5]), key_length
+            key_line = f"\n{c}key bytes = {key_shown} [{H[b4]}, {key_length}B] the record's key"
+        byte = body[b5]
+        value_length, b6 = ((byte >> 1) ^ -(byte & 1), b5 + 1) if byte < 0x80 else varint(body, b5, size, 10)
+        if value_length < 0:
+            b7, value_shown, value_text = b6, "null", "-1 (null)"
+            value_line = ""
+        else:
+            b7 = b6 + value_length
+            value_shown, value_text = _bytes_shown(body[b6:b7]), value_length
+            value_line = f"\n{c}value bytes = {value_shown} [{H[b6]}, {value_length}B] the record's value"
+        offset = base_offset + offset_delta
+        end = b0 + length
+        if body[b7]:  # headers
+            headers_count, b8 = _varint(body, b7)
+            headers, _ = _headers_text(body, b7, b8, headers_count, c, h[:-4])
+        else:
+            headers = (f"{c}headers []Header = 0 headers [{H[b7]}, 1B] record headers\n"
+                       f"{h}length varint = 0 [{H[b7]}, 1B] number of headers that follow")
+        append(f"{branch}Record[{index}] Record = offset {offset}, key {key_shown}, value {value_shown} "
+               f"[{H[pos]}, {end - pos}B] a record\n"
+               f"{c}length varint = {length} [{H[pos]}, {b0 - pos}B] bytes of the record after this field\n"
+               f"{c}attributes int8 = {body[b0]} [{H[b0]}, 1B] unused\n"
+               f"{c}timestampDelta varlong = {delta} [{H[b0 + 1]}, {b2 - b0 - 1}B]"
+               " timestamp minus the batch's base timestamp\n"
+               f"{c}[timestamp int64 = {timestamp(base_time if log_append else base_time + delta)}] "
+               f"[{H[b2]}, 0B]{timestamp_tail}\n"
+               f"{c}offsetDelta varint = {offset_delta} [{H[b2]}, {b3 - b2}B] offset minus the batch's base offset\n"
+               f"{c}[offset int64 = {offset}] [{H[b3]}, 0B]{_OFFSET_TAIL}\n"
+               f"{c}keyLength varint = {key_text} [{H[b3]}, {b4 - b3}B] bytes of the key, -1 for null{key_line}\n"
+               f"{c}valueLength varint = {value_text} [{H[b5]}, {b6 - b5}B] bytes of the value, -1 for null"
+               f"{value_line}\n{headers}")
+        pos = end
+
+
+def _bytes_shown(raw: bytes) -> str:
+    """`value_display` of a key or value that is not null: printable ASCII (most) quoted here."""
+    if len(raw) <= MAX_VALUE_BYTES:
+        if raw.isascii():
+            text = raw.decode("ascii")
+            if text.isprintable():
+                return f'"{text}"'
+    else:
+        head = raw[:MAX_VALUE_BYTES]
+        if head.isascii():
+            text = head.decode("ascii")
+            if text.isprintable():
+                return f'"{text}"... ({len(raw)} bytes)'
+    return value_display(raw)
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -291,32 +379,32 @@ def _control(key: bytes | None, value: bytes | None) -> tuple[str, str, int | No
 
 def _headers_text(body: bytes, pos: int, at: int, count: int, branch: str, prefix: str) -> tuple[str, int]:
     """A record's headers (their count is at `pos`, the first at `at`): their lines, the record's end."""
-    c = prefix + "+-- "
-    count_end = at
-    texts = []
-    last = count - 1
+    c, H, count_end, text = prefix + "+-- ", _H, at, ""
     for index in range(count):
         start = at
-        key_length, b0 = _varint(body, at)
+        byte = body[at]
+        key_length, b0 = ((byte >> 1) ^ -(byte & 1), at + 1) if byte < 0x80 else _varint(body, at)
         b1 = b0 + key_length  # clean: a header key is never null
-        value_length, b2 = _varint(body, b1)
-        b3 = b2 + max(value_length, 0)
-        key = f'"{printable(body[b0:b1].decode("utf-8", "replace"))}"'
-        value = None if value_length < 0 else body[b2:b3]
-        value_shown = value_display(value)
-        h = prefix + ("|   " if index < last else "    ") + "+-- "
-        text = (f"\n{c}Header[{index}] Header = {key} = {value_shown} [{_H[start]}, {b3 - start}B] a record header\n"
-                f"{h}headerKeyLength varint = {key_length} [{_H[start]}, {b0 - start}B] bytes of the key\n"
-                f"{h}headerKey string = {key} [{_H[b0]}, {b1 - b0}B] the header's key\n"
-                f"{h}headerValueLength varint = {'-1 (null)' if value_length < 0 else value_length} "
-                f"[{_H[b1]}, {b2 - b1}B] bytes of the headerValue, -1 for null")
-        if value is not None:
-            text += f"\n{h}headerValue bytes = {value_shown} [{_H[b2]}, {b3 - b2}B] the record's headerValue"
-        texts.append(text)
+        byte = body[b1]
+        value_length, b2 = ((byte >> 1) ^ -(byte & 1), b1 + 1) if byte < 0x80 else _varint(body, b1)
+        raw = body[b0:b1]
+        key = raw.decode("ascii") if raw.isascii() else raw.decode("utf-8", "replace")
+        key = f'"{key}"' if key.isprintable() else f'"{printable(key)}"'
+        h = prefix + ("|   +-- " if index < count - 1 else "    +-- ")
+        if value_length < 0:
+            b3, value_shown, value_line = b2, "null", ""
+        else:
+            b3 = b2 + value_length
+            value_shown = _bytes_shown(body[b2:b3])
+            value_line = f"\n{h}headerValue bytes = {value_shown} [{H[b2]}, {value_length}B] the record's headerValue"
+        text += (f"\n{c}Header[{index}] Header = {key} = {value_shown} [{H[start]}, {b3 - start}B] a record header\n"
+                 f"{h}headerKeyLength varint = {key_length} [{H[start]}, {b0 - start}B] bytes of the key\n"
+                 f"{h}headerKey string = {key} [{H[b0]}, {key_length}B] the header's key\n"
+                 f"{h}headerValueLength varint = {'-1 (null)' if value_length < 0 else value_length} "
+                 f"[{H[b1]}, {b2 - b1}B] bytes of the headerValue, -1 for null{value_line}")
         at = b3
-    return (f"{branch}headers []Header = {count_text(count, 'header')} [{_H[pos]}, {at - pos}B] record headers\n"
-            f"{c}length varint = {count} [{_H[pos]}, {count_end - pos}B] number of headers that follow"
-            + "".join(texts)), at
+    return (f"{branch}headers []Header = {count_text(count, 'header')} [{H[pos]}, {at - pos}B] record headers\n"
+            f"{c}length varint = {count} [{H[pos]}, {count_end - pos}B] number of headers that follow{text}"), at
 
 
 _TIMESTAMPS: dict[int, str] = {}  # milliseconds -> display: records of a batch share most
