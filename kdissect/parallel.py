@@ -376,6 +376,8 @@ def worker_context(*uses: Any) -> Any:
     if getattr(multiprocessing.current_process(), "_inheriting", False):  # importing the script
         sys.stderr.flush()
         os._exit(UNGUARDED)
+    # Python threads only: the native pools that importing pandas starts (OpenBLAS, Arrow)
+    # register at-fork handlers of their own, so a fork is safe with them.
     if sys.platform == "linux" and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     if "forkserver" not in multiprocessing.get_all_start_methods():
