@@ -442,6 +442,8 @@ class _Team:
                 item = pipe.recv()
             except (EOFError, OSError):
                 item = ("gone", None)
+            except Exception as problem:  # what it sent cannot be rebuilt here: said, not waited for
+                item = ("error", f"what it sent cannot be read: {type(problem).__name__}: {problem}")
             while not self.stopping.is_set():
                 try:
                     ahead.put(item, timeout=0.1)

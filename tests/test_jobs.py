@@ -207,6 +207,24 @@ def test_a_failing_worker_is_a_clear_error_not_a_hang() -> None:
         list(parallel.read_messages([path], 2, prepare=explode))
     with pytest.raises(parallel.WorkerError, match=r"worker \d ended without finishing its share \(exit code 3\)"):
         list(parallel.read_messages([path], 2, prepare=vanish))
+    with pytest.raises(parallel.WorkerError, match=r"worker \d failed: what it sent cannot be read: "
+                                                   r"ValueError: cannot be rebuilt here"):
+        list(parallel.read_messages([path], 2, prepare=unrebuildable))
+
+
+class Unrebuildable:
+    """Pickled in a worker, but its unpickling fails in the parent."""
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return fail_to_rebuild, ()
+
+
+def fail_to_rebuild() -> None:
+    raise ValueError("cannot be rebuilt here")
+
+
+def unrebuildable(message: Message) -> Unrebuildable:
+    return Unrebuildable()
 
 
 def test_a_file_that_is_no_capture_is_the_same_error(tmp_path: Path) -> None:
