@@ -26,8 +26,8 @@ Values = dict[str, Any]
 Reader = Callable[[list[Any]], str | None]
 Rule = tuple[str, str, Reader]  # label, path(s), how the values read
 MAX_SHOWN = 3  # distinct values shown before "(+N)"
-_BATCH_HEADER = struct.Struct(">qiibi")  # base offset, batch length, leader epoch, magic, crc
-_RECORD_COUNT = struct.Struct(">i")
+# A magic-2 batch header's length (at 8), magic (at 16) and record count (at 57).
+_BATCH_COUNTS = struct.Struct(">8xi4xb40xi")
 _MAGIC_2_HEADER = 61
 
 
@@ -165,26 +165,38 @@ def distinct(items: list[Any]) -> str | None:
 
 def records(items: list[Any]) -> str | None:
     """How many records the `records` fields hold."""
-    blobs = [item for item in items if isinstance(item, bytes | bytearray)]
-    return str(sum(record_count(bytes(blob)) for blob in blobs)) if blobs else None
+    total, found = 0, False
+    for item in items:
+        if type(item) is bytes:  # the usual case: no copy
+            total += record_count(item)
+            found = True
+        elif isinstance(item, bytes | bytearray):
+            total += record_count(bytes(item))
+            found = True
+    return str(total) if found else None
 
 
 def size(items: list[Any]) -> str | None:
     """Bytes of the `records` fields on the wire."""
-    blobs = [item for item in items if isinstance(item, bytes | bytearray)]
-    return str(sum(len(blob) for blob in blobs)) if blobs else None
+    total, found = 0, False
+    for item in items:
+        if isinstance(item, bytes | bytearray):
+            total += len(item)
+            found = True
+    return str(total) if found else None
 
 
 def record_count(data: bytes) -> int:
     """Records in a `records` field: read from magic-2 batch headers (nothing decompressed);
     legacy message sets are decoded (bounded), as is anything that does not fit."""
     total = pos = 0
-    while pos + _MAGIC_2_HEADER <= len(data):
-        _, length, _, magic, _ = _BATCH_HEADER.unpack_from(data, pos)
+    limit = len(data) - _MAGIC_2_HEADER
+    while pos <= limit:
+        length, magic, records_in = _BATCH_COUNTS.unpack_from(data, pos)
         end = pos + 12 + length
         if magic != 2 or length < _MAGIC_2_HEADER - 12 or end > len(data):
             break
-        total += _RECORD_COUNT.unpack_from(data, pos + 57)[0]
+        total += records_in
         pos = end
     if pos < len(data):
         total += sum(1 for _ in record_rows(decode_records(data, pos)))
