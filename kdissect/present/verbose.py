@@ -68,14 +68,22 @@ _MAX_INLINE_INDENT = 12
 def message_text(message: Message) -> str | None:
     """`-V`'s tree of a message whose body took the fast path; None for any other message
     (or one the writers refuse), which the caller writes from rows or the tree."""
+    lines: list[str] = []
+    return "\n".join(lines) if message_lines(message, lines) else None
+
+
+def message_lines(message: Message, lines: list[str]) -> bool:
+    """`message_text` as pieces appended to `lines` (the text is the pieces joined by
+    newlines): for a writer that joins them with its own, one copy of the text fewer.
+    False, with `lines` as it was, where `message_text` says None."""
     key, version = message.api_key, message.api_version
     if key is None or version is None:
-        return None
+        return False
     layout = _layout_of(key, version, message.kind)  # None: no plan for this message
     if layout is None:
-        return None
+        return False
     values = message.fast_values(keep=False)
-    return None if values is None else _text(message.frame.data, version, values, layout)
+    return values is not None and _lines(message.frame.data, version, values, layout, lines)
 
 
 def frame_text(data: bytes, kind: str, api_key: int, version: int, body: Values) -> str | None:
@@ -93,10 +101,19 @@ def _layout_of(api_key: int, version: int, kind: str) -> _Layout | None:
 
 
 def _text(data: bytes, version: int, body: Values, layout: _Layout) -> str | None:
+    lines: list[str] = []
+    return "\n".join(lines) if _lines(data, version, body, layout, lines) else None
+
+
+def _lines(data: bytes, version: int, body: Values, layout: _Layout, lines: list[str]) -> bool:
+    """The message's pieces appended to `lines`; False, and `lines` as it was, when refused."""
+    mark = len(lines)
     try:
-        return _message_text(data, version, body, layout)
+        _message_lines(data, version, body, layout, lines)
     except Refused:
-        return None
+        del lines[mark:]
+        return False
+    return True
 
 
 _UNSET = object()
@@ -143,17 +160,16 @@ _FRAME = "+-- " + node_text("Frame", "frame", "", 0, 4, FRAME_ABOUT, False, Fals
 _SIZE_TAIL = about_tail(SIZE_ABOUT)
 
 
-def _message_text(data: bytes, version: int, values: Values, layout: _Layout) -> str:
+def _message_lines(data: bytes, version: int, values: Values, layout: _Layout, lines: list[str]) -> None:
     header_values, header_end = layout.header_decoder(data, 4, len(data))
     size = len(data)
-    lines = [f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
-             f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
-             f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}"]
+    lines.append(f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
+                 f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
+                 f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}")
     layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED)
     lines.append(f"+-- {layout.body_title} [{HEXES[header_end]}, {size - header_end}B]{layout.body_about}")
     generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
     _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated)
-    return "\n".join(lines)
 
 
 def _api_key_display(value: int) -> str:
@@ -612,4 +628,4 @@ class _Generator:
         self.emit(indent, f"p = {writer}(L, {value}, p, {prefix}, data, gen)")
 
 
-__all__ = ["Refused", "frame_text", "message_text"]
+__all__ = ["Refused", "frame_text", "message_lines", "message_text"]
