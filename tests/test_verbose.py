@@ -26,7 +26,7 @@ from kdissect.pair.message import message_from_frame
 from kdissect.pipeline import read_messages
 from kdissect.present.text import render_message, render_tree
 from kdissect.present.verbose import frame_text, message_text
-from tests.craft import compact, kafka_request, uvarint
+from tests.craft import compact, kafka_request, kafka_response, uvarint
 from tests.test_differential_kio import encode, framed
 from tests.test_generated import (
     FUZZ_REGRESSIONS,
@@ -150,6 +150,25 @@ def test_a_null_array_is_written_like_the_tree() -> None:
     frame = kafka_request(3, 1, 7, body=struct.pack(">i", -1))  # Metadata v1: every topic
     text = _written(frame, "request", 3, 1)
     assert text is not None and "Topics []MetadataRequestTopic = null" in text
+
+
+@pytest.mark.parametrize("tagged", [(), (0,), (1,), (2,), (0, 1, 2)])
+def test_elements_of_fixed_size_with_or_without_tags_are_written_like_the_tree(tagged: tuple[int, ...]) -> None:
+    """ApiVersions v3 elements are structs of fixed-size fields, each written as one string
+    when its tagged-field block is empty; one with tags (first, middle, last) as any struct."""
+    def element(index: int) -> bytes:
+        tags = uvarint(1) + uvarint(7) + uvarint(2) + b"ab" if index in tagged else b"\x00"
+        return struct.pack(">hhh", index, 0, index + 3) + tags
+
+    body = struct.pack(">h", 0) + uvarint(4) + b"".join(map(element, range(3))) + struct.pack(">i", 0) + b"\x00"
+    frame = kafka_response(9, body)
+    # The decoders refuse these elements with tags today; the writers take them all the same.
+    values = {"ErrorCode": 0, "ApiKeys": [{"ApiKey": index, "MinVersion": 0, "MaxVersion": index + 3}
+                                          for index in range(3)], "ThrottleTimeMs": 0}
+    assert tagged or fast_body(frame, "response", 18, 3) == values
+    text = frame_text(frame, "response", 18, 3, values)
+    assert text == _tree_text(frame, "response", 18, 3)
+    assert text.count("ApiVersion = struct") == 3 and text.count("unknown_tag_7") == len(tagged)
 
 
 def test_generated_lags_are_written_after_their_field(shipped_captures: Path) -> None:

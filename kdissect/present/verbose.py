@@ -309,6 +309,23 @@ class _Source:
         return function
 
 
+def _fixed_size(plan: StructPlan) -> int | None:
+    """The size of a struct whose fields all have a fixed size (its tagged fields apart); None
+    for any other."""
+    size = 0
+    for field in plan.fields:
+        if field.kind is Kind.INTEGER:
+            size += field.codec.size
+        elif field.kind in _FIXED_SIZES:
+            size += _FIXED_SIZES[field.kind]
+        else:
+            return None
+    return size
+
+
+_FIXED_SIZES = {Kind.FLOAT: 8, Kind.BOOL: 1, Kind.UUID: 16}
+
+
 def _literal(text: str) -> str:
     """`text` as the literal part of a double-quoted f-string (it must print as it is)."""
     if not text.isprintable():
@@ -572,6 +589,11 @@ class _Generator:
         self.pure(indent, f"{continued} = {prefix} + '|   '")
         self.pure(indent, f"{ended} = {prefix} + '    '")
         self.pure(indent, f"{last} = {count} - 1")
+        fixed = None if element.struct is None or self.generated else _fixed_size(element.struct)
+        if fixed is not None and indent + 3 < _MAX_INLINE_INDENT:
+            assert element.struct is not None
+            self.fixed_elements(element.struct, fixed, label, value, branch, continued, ended, last, indent)
+            return
         self.emit(indent, f"for {i}, {item} in enumerate({value}):")
         below = out.fresh("c")
         self.pure(indent + 1, f"{below} = {continued} if {i} < {last} else {ended}")
@@ -582,6 +604,41 @@ class _Generator:
         else:
             self.field(element, name, item, "", branch, below, indent + 1)
             self.settle(indent + 1)  # the position moves with every element
+        self.flush()
+
+    def fixed_elements(self, plan: StructPlan, size: int, label: str, value: str, branch: str, continued: str,
+                       ended: str, last: str, indent: int) -> None:
+        """Elements that are structs of fixed-size fields (ids, versions, offsets): each, with
+        its tagged-field block empty (most), one string, its size known before its fields are
+        written; an element with tagged fields is written as any struct is."""
+        out = self.out
+        i, item = out.fresh("i"), out.fresh("y")
+        middle, final, field_branch = out.fresh("fm"), out.fresh("fe"), out.fresh("fb")
+        self.pure(indent, f"{middle} = {continued} + '+-- '")
+        self.pure(indent, f"{final} = {ended} + '+-- '")
+        self.emit(indent, f"for {i}, {item} in enumerate({value}):")
+        inner = indent + 1
+        head = f"{{{branch}}}{label}[{{{i}}}] {label}"
+        if plan.flexible:
+            self.emit(inner, f"if data[p + {size}]:")
+            below = out.fresh("c")
+            self.pure(inner + 1, f"{below} = {continued} if {i} < {last} else {ended}")
+            self.struct_node(plan, head, item, "", below, inner + 1)
+            self.flush()
+            self.emit(inner, "else:")
+            inner += 1
+        self.pure(inner, f"{field_branch} = {middle} if {i} < {last} else {final}")
+        self.line(inner, _fline(head, "struct", "p", str(size + plan.flexible), ""))
+        items = [out.fresh("x") for _ in plan.fields]
+        if items:
+            self.pure(inner, f"{', '.join(items)}, = {item}.values()")
+        for field, name in zip(plan.fields, items, strict=True):
+            self.field(field, _literal(field.name), name, field.about, field_branch, "", inner, named=True)
+        if plan.flexible:
+            self.line(inner, _fline(f"{{{field_branch}}}tagged_fields uvarint", "0", self.at(), "1",
+                                    about_tail(plan.tagged_about)))
+            self.delta += 1
+        self.settle(inner)
         self.flush()
 
     def nested(self, f: FieldPlan, head: str, value: str, tail: str, below: str, indent: int) -> None:
