@@ -48,15 +48,16 @@ from kdissect.decode.tree import printable
 from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
 from kdissect.dissectors.registry import dissector
 from kdissect.present.lines import about_tail, node_text
-from kdissect.present.verbose_records import HEXES, Refused, records_lines, tagged_lines
+from kdissect.present.verbose_records import Hexes, Refused, hexes, records_lines, tagged_lines
 
 if TYPE_CHECKING:
     from kdissect.pair.message import Message
 
 Values = dict[str, Any]
 Generated = dict[int, list[GeneratedValue]]
-# (lines, values, position, child prefix, frame, generated values) -> the position after the struct
-StructWriter = Callable[[list[str], Values, int, str, bytes, Generated], int]
+# (lines, values, position, child prefix, frame, generated values, offsets' text) -> the position after
+# the struct
+StructWriter = Callable[[list[str], Values, int, str, bytes, Generated, Hexes], int]
 _NO_DISPLAYS: dict[str, Display] = {}
 _NO_GENERATED: Generated = {}
 _SCALARS = (Kind.INTEGER, Kind.FLOAT, Kind.BOOL, Kind.UUID)  # one line each, of a fixed size
@@ -166,10 +167,11 @@ def _message_lines(data: bytes, version: int, values: Values, layout: _Layout, l
     lines.append(f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
                  f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
                  f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}")
-    layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED)
-    lines.append(f"+-- {layout.body_title} [{HEXES[header_end]}, {size - header_end}B]{layout.body_about}")
+    H = hexes(size)
+    layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED, H)
+    lines.append(f"+-- {layout.body_title} [{H[header_end]}, {size - header_end}B]{layout.body_about}")
     generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
-    _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated)
+    _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated, H)
 
 
 def _api_key_display(value: int) -> str:
@@ -194,7 +196,7 @@ def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) 
     if found is not None and found[0] is plan and found[1] is displays:
         return found[2]
     out = _Source()
-    out.emit(0, "def write(L, v, p, c, data, gen):")
+    out.emit(0, "def write(L, v, p, c, data, gen, H):")
     out.emit(1, "a = L.append")
     try:
         _Generator(out, displays, generated).struct(plan, "v", "c", 1)
@@ -206,7 +208,8 @@ def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) 
     return writer
 
 
-def _refusing(lines: list[str], values: Values, pos: int, prefix: str, data: bytes, generated: Generated) -> int:
+def _refusing(lines: list[str], values: Values, pos: int, prefix: str, data: bytes, generated: Generated,
+              offsets: Hexes) -> int:
     raise Refused("a plan the writers do not handle")
 
 
@@ -280,7 +283,7 @@ class _Source:
         self.lines: list[str] = []
         self.counter = 0
         self.constants: dict[str, Any] = {
-            "H": HEXES, "printable": printable, "hex_display": hex_display,
+            "printable": printable, "hex_display": hex_display,
             "uvarint_size": uvarint_size, "follow_tail": follow_tail, "count_display": count_display,
             "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text,
             "string_size": string_size, "records_lines": records_lines, "tagged_lines": tagged_lines,
@@ -491,7 +494,7 @@ class _Generator:
                 raise _Unsupported(f"{f.name}: records not in a named field")
             self.settle(indent)
             text = self.out.constant((f.name, f.label, about), "field")
-            self.emit(indent, f"p = records_lines(L, data, {value}, p, {branch}, {below}, *{text}, {f.compact})")
+            self.emit(indent, f"p = records_lines(L, data, {value}, p, {branch}, {below}, *{text}, {f.compact}, H)")
         else:
             raise _Unsupported(f"{f.name}: kind {kind!r}")
 
@@ -682,7 +685,7 @@ class _Generator:
             return
         self.settle(indent)
         writer = self.out.constant(_writer(plan, self.displays, self.generated), "write")
-        self.emit(indent, f"p = {writer}(L, {value}, p, {prefix}, data, gen)")
+        self.emit(indent, f"p = {writer}(L, {value}, p, {prefix}, data, gen, H)")
 
 
 __all__ = ["Refused", "frame_text", "message_lines", "message_text"]
