@@ -294,6 +294,18 @@ def test_compressed_batches_are_written_with_their_decompressed_records(codec: i
         assert text is not None and "[decompressed []Record = 5 records]" in text
 
 
+@pytest.mark.parametrize("codec", [0, 1])
+@pytest.mark.parametrize("records", [250, 330])
+def test_frames_and_records_past_64_kib_are_written_like_the_tree(codec: int, records: int) -> None:
+    """Offsets' text comes from a list up to 64 KiB of frame (or of decompressed records) and
+    from a dict beyond: a frame (codec 0) or decompressed data (codec 1) on either side."""
+    batch = v2_batch([(i, b"key-%d" % i, b"v" * 200, [("trace", b"id")]) for i in range(records)], codec)
+    frame = _produce_v9(batch)
+    text = _written(frame, "request", 0, 9)
+    assert text is not None and f"Record[{records - 1}] Record" in text
+    assert codec or (len(frame) > 1 << 16) == (records == 330)
+
+
 def test_the_writers_follow_the_definitions_in_use(shipped_captures: Path, tmp_path: Path) -> None:
     from kdissect.decode.schema import configure_definitions
 
