@@ -24,7 +24,7 @@ from kdissect.decode.values import fast_body
 from kdissect.ingest.framing import Direction
 from kdissect.pair.message import message_from_frame
 from kdissect.pipeline import read_messages
-from kdissect.present.text import render_message, render_tree
+from kdissect.present.text import render_message, render_message_lines, render_tree
 from kdissect.present.verbose import frame_text, message_text
 from tests.craft import compact, kafka_request, kafka_response, uvarint
 from tests.test_differential_kio import encode, framed
@@ -304,6 +304,27 @@ def test_frames_and_records_past_64_kib_are_written_like_the_tree(codec: int, re
     text = _written(frame, "request", 0, 9)
     assert text is not None and f"Record[{records - 1}] Record" in text
     assert codec or (len(frame) > 1 << 16) == (records == 330)
+
+
+def test_a_refusal_midway_leaves_the_lines_as_they_were(shipped_captures: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`render_message_lines` appends to the text sink's own list: a writer refusing after
+    some lines takes them back, and the message is written the old way after the rest."""
+    from kdissect.present import verbose
+
+    message = next(m for m in read_messages(shipped_captures / "tansu_records.pcap") if message_text(m))
+    expected = render_message(message)
+
+    def refusing(*_: object) -> object:
+        def write(lines: list[str], *__: object) -> int:
+            lines.append("half a message")
+            raise verbose.Refused("midway")
+        return write
+
+    monkeypatch.setattr(verbose, "_writer", refusing)
+    lines = ["summary line"]
+    render_message_lines(message, lines)
+    assert lines == ["summary line", expected]
 
 
 def test_the_writers_follow_the_definitions_in_use(shipped_captures: Path, tmp_path: Path) -> None:
