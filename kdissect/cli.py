@@ -583,13 +583,16 @@ class _TextSink(_Sink):
             return
         lines = [line]
         if self.args.verbose:
-            lines.append(tree_text(message, wide=self.args.wide) if prepared is None else prepared)
+            if prepared is None:  # the tree's pieces, joined once with the rest
+                _tree_lines()(message, lines, wide=self.args.wide)
+            else:
+                lines.append(prepared)
         if self.args.hex:
             from kdissect.present.hexdump import hexdump
 
             lines.append(hexdump(message.frame.data))
-        lines.append("")
-        self.out.write("\n".join(lines) + "\n")
+        lines += ("", "")  # the blank line after each message
+        self.out.write("\n".join(lines))
         if self.prompt:
             self.out.flush()
 
@@ -883,6 +886,14 @@ def _render_message() -> Callable[..., str]:
     from kdissect.present.text import render_message
 
     return render_message
+
+
+@functools.cache
+def _tree_lines() -> Callable[..., None]:
+    """`render_message_lines`, imported on first use and once (as `_render_message`)."""
+    from kdissect.present.text import render_message_lines
+
+    return render_message_lines
 
 
 def tree_json(message: Message, *, about: bool) -> str:

@@ -24,9 +24,9 @@ from kdissect.decode.values import fast_body
 from kdissect.ingest.framing import Direction
 from kdissect.pair.message import message_from_frame
 from kdissect.pipeline import read_messages
-from kdissect.present.text import render_message, render_tree
+from kdissect.present.text import render_message, render_message_lines, render_tree
 from kdissect.present.verbose import frame_text, message_text
-from tests.craft import compact, kafka_request, uvarint
+from tests.craft import compact, kafka_request, kafka_response, uvarint
 from tests.test_differential_kio import encode, framed
 from tests.test_generated import (
     FUZZ_REGRESSIONS,
@@ -152,6 +152,25 @@ def test_a_null_array_is_written_like_the_tree() -> None:
     assert text is not None and "Topics []MetadataRequestTopic = null" in text
 
 
+@pytest.mark.parametrize("tagged", [(), (0,), (1,), (2,), (0, 1, 2)])
+def test_elements_of_fixed_size_with_or_without_tags_are_written_like_the_tree(tagged: tuple[int, ...]) -> None:
+    """ApiVersions v3 elements are structs of fixed-size fields, each written as one string
+    when its tagged-field block is empty; one with tags (first, middle, last) as any struct."""
+    def element(index: int) -> bytes:
+        tags = uvarint(1) + uvarint(7) + uvarint(2) + b"ab" if index in tagged else b"\x00"
+        return struct.pack(">hhh", index, 0, index + 3) + tags
+
+    body = struct.pack(">h", 0) + uvarint(4) + b"".join(map(element, range(3))) + struct.pack(">i", 0) + b"\x00"
+    frame = kafka_response(9, body)
+    # The decoders refuse these elements with tags today; the writers take them all the same.
+    values = {"ErrorCode": 0, "ApiKeys": [{"ApiKey": index, "MinVersion": 0, "MaxVersion": index + 3}
+                                          for index in range(3)], "ThrottleTimeMs": 0}
+    assert tagged or fast_body(frame, "response", 18, 3) == values
+    text = frame_text(frame, "response", 18, 3, values)
+    assert text == _tree_text(frame, "response", 18, 3)
+    assert text.count("ApiVersion = struct") == 3 and text.count("unknown_tag_7") == len(tagged)
+
+
 def test_generated_lags_are_written_after_their_field(shipped_captures: Path) -> None:
     lags = 0
     for message in read_messages(shipped_captures / "quorum_story.pcap"):
@@ -273,6 +292,39 @@ def test_compressed_batches_are_written_with_their_decompressed_records(codec: i
     for frame, version in ((_produce_v3(batch), 3), (_produce_v9(batch), 9)):
         text = _written(frame, "request", 0, version)
         assert text is not None and "[decompressed []Record = 5 records]" in text
+
+
+@pytest.mark.parametrize("codec", [0, 1])
+@pytest.mark.parametrize("records", [250, 330])
+def test_frames_and_records_past_64_kib_are_written_like_the_tree(codec: int, records: int) -> None:
+    """Offsets' text comes from a list up to 64 KiB of frame (or of decompressed records) and
+    from a dict beyond: a frame (codec 0) or decompressed data (codec 1) on either side."""
+    batch = v2_batch([(i, b"key-%d" % i, b"v" * 200, [("trace", b"id")]) for i in range(records)], codec)
+    frame = _produce_v9(batch)
+    text = _written(frame, "request", 0, 9)
+    assert text is not None and f"Record[{records - 1}] Record" in text
+    assert codec or (len(frame) > 1 << 16) == (records == 330)
+
+
+def test_a_refusal_midway_leaves_the_lines_as_they_were(shipped_captures: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`render_message_lines` appends to the text sink's own list: a writer refusing after
+    some lines takes them back, and the message is written the old way after the rest."""
+    from kdissect.present import verbose
+
+    message = next(m for m in read_messages(shipped_captures / "tansu_records.pcap") if message_text(m))
+    expected = render_message(message)
+
+    def refusing(*_: object) -> object:
+        def write(lines: list[str], *__: object) -> int:
+            lines.append("half a message")
+            raise verbose.Refused("midway")
+        return write
+
+    monkeypatch.setattr(verbose, "_writer", refusing)
+    lines = ["summary line"]
+    render_message_lines(message, lines)
+    assert lines == ["summary line", expected]
 
 
 def test_the_writers_follow_the_definitions_in_use(shipped_captures: Path, tmp_path: Path) -> None:

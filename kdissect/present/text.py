@@ -23,7 +23,7 @@ from kdissect.present.lines import (
     node_text,
     row_lines,
 )
-from kdissect.present.verbose import message_text
+from kdissect.present.verbose import message_lines, message_text
 
 if TYPE_CHECKING:
     from kdissect.pair.message import Message
@@ -68,6 +68,17 @@ def render_message(message: Message, *, wide: bool = False) -> str:
         text = message_text(message)
         if text is not None:
             return text
+    return _slow_text(message, wide)
+
+
+def render_message_lines(message: Message, lines: list[str], *, wide: bool = False) -> None:
+    """`render_message`'s text appended to `lines` in pieces that, joined by newlines, are
+    that text: a writer joining them with its own lines copies the text once."""
+    if wide or not message_lines(message, lines):
+        lines.append(_slow_text(message, wide))
+
+
+def _slow_text(message: Message, wide: bool) -> str:
     rows = message.rows(records=True)
     return render_tree(message.tree(), wide=wide) if rows is None else render_rows(rows, wide=wide)
 

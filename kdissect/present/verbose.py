@@ -48,15 +48,16 @@ from kdissect.decode.tree import printable
 from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
 from kdissect.dissectors.registry import dissector
 from kdissect.present.lines import about_tail, node_text
-from kdissect.present.verbose_records import HEXES, Refused, records_lines, tagged_lines
+from kdissect.present.verbose_records import Hexes, Refused, hexes, records_lines, tagged_lines
 
 if TYPE_CHECKING:
     from kdissect.pair.message import Message
 
 Values = dict[str, Any]
 Generated = dict[int, list[GeneratedValue]]
-# (lines, values, position, child prefix, frame, generated values) -> the position after the struct
-StructWriter = Callable[[list[str], Values, int, str, bytes, Generated], int]
+# (lines, values, position, child prefix, frame, generated values, offsets' text) -> the position after
+# the struct
+StructWriter = Callable[[list[str], Values, int, str, bytes, Generated, Hexes], int]
 _NO_DISPLAYS: dict[str, Display] = {}
 _NO_GENERATED: Generated = {}
 _SCALARS = (Kind.INTEGER, Kind.FLOAT, Kind.BOOL, Kind.UUID)  # one line each, of a fixed size
@@ -68,14 +69,22 @@ _MAX_INLINE_INDENT = 12
 def message_text(message: Message) -> str | None:
     """`-V`'s tree of a message whose body took the fast path; None for any other message
     (or one the writers refuse), which the caller writes from rows or the tree."""
+    lines: list[str] = []
+    return "\n".join(lines) if message_lines(message, lines) else None
+
+
+def message_lines(message: Message, lines: list[str]) -> bool:
+    """`message_text` as pieces appended to `lines` (the text is the pieces joined by
+    newlines): for a writer that joins them with its own, one copy of the text fewer.
+    False, with `lines` as it was, where `message_text` says None."""
     key, version = message.api_key, message.api_version
     if key is None or version is None:
-        return None
+        return False
     layout = _layout_of(key, version, message.kind)  # None: no plan for this message
     if layout is None:
-        return None
+        return False
     values = message.fast_values(keep=False)
-    return None if values is None else _text(message.frame.data, version, values, layout)
+    return values is not None and _lines(message.frame.data, version, values, layout, lines)
 
 
 def frame_text(data: bytes, kind: str, api_key: int, version: int, body: Values) -> str | None:
@@ -93,10 +102,19 @@ def _layout_of(api_key: int, version: int, kind: str) -> _Layout | None:
 
 
 def _text(data: bytes, version: int, body: Values, layout: _Layout) -> str | None:
+    lines: list[str] = []
+    return "\n".join(lines) if _lines(data, version, body, layout, lines) else None
+
+
+def _lines(data: bytes, version: int, body: Values, layout: _Layout, lines: list[str]) -> bool:
+    """The message's pieces appended to `lines`; False, and `lines` as it was, when refused."""
+    mark = len(lines)
     try:
-        return _message_text(data, version, body, layout)
+        _message_lines(data, version, body, layout, lines)
     except Refused:
-        return None
+        del lines[mark:]
+        return False
+    return True
 
 
 _UNSET = object()
@@ -143,17 +161,17 @@ _FRAME = "+-- " + node_text("Frame", "frame", "", 0, 4, FRAME_ABOUT, False, Fals
 _SIZE_TAIL = about_tail(SIZE_ABOUT)
 
 
-def _message_text(data: bytes, version: int, values: Values, layout: _Layout) -> str:
+def _message_lines(data: bytes, version: int, values: Values, layout: _Layout, lines: list[str]) -> None:
     header_values, header_end = layout.header_decoder(data, 4, len(data))
     size = len(data)
-    lines = [f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
-             f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
-             f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}"]
-    layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED)
-    lines.append(f"+-- {layout.body_title} [{HEXES[header_end]}, {size - header_end}B]{layout.body_about}")
+    lines.append(f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
+                 f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
+                 f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}")
+    H = hexes(size)
+    layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED, H)
+    lines.append(f"+-- {layout.body_title} [{H[header_end]}, {size - header_end}B]{layout.body_about}")
     generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
-    _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated)
-    return "\n".join(lines)
+    _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated, H)
 
 
 def _api_key_display(value: int) -> str:
@@ -178,7 +196,7 @@ def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) 
     if found is not None and found[0] is plan and found[1] is displays:
         return found[2]
     out = _Source()
-    out.emit(0, "def write(L, v, p, c, data, gen):")
+    out.emit(0, "def write(L, v, p, c, data, gen, H):")
     out.emit(1, "a = L.append")
     try:
         _Generator(out, displays, generated).struct(plan, "v", "c", 1)
@@ -190,7 +208,8 @@ def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) 
     return writer
 
 
-def _refusing(lines: list[str], values: Values, pos: int, prefix: str, data: bytes, generated: Generated) -> int:
+def _refusing(lines: list[str], values: Values, pos: int, prefix: str, data: bytes, generated: Generated,
+              offsets: Hexes) -> int:
     raise Refused("a plan the writers do not handle")
 
 
@@ -264,7 +283,7 @@ class _Source:
         self.lines: list[str] = []
         self.counter = 0
         self.constants: dict[str, Any] = {
-            "H": HEXES, "printable": printable, "hex_display": hex_display,
+            "printable": printable, "hex_display": hex_display,
             "uvarint_size": uvarint_size, "follow_tail": follow_tail, "count_display": count_display,
             "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text,
             "string_size": string_size, "records_lines": records_lines, "tagged_lines": tagged_lines,
@@ -291,6 +310,23 @@ class _Source:
         function = namespace[name]
         function.__doc__ = source  # what was generated, for whoever debugs it
         return function
+
+
+def _fixed_size(plan: StructPlan) -> int | None:
+    """The size of a struct whose fields all have a fixed size (its tagged fields apart); None
+    for any other."""
+    size = 0
+    for field in plan.fields:
+        if field.kind is Kind.INTEGER:
+            size += field.codec.size
+        elif field.kind in _FIXED_SIZES:
+            size += _FIXED_SIZES[field.kind]
+        else:
+            return None
+    return size
+
+
+_FIXED_SIZES = {Kind.FLOAT: 8, Kind.BOOL: 1, Kind.UUID: 16}
 
 
 def _literal(text: str) -> str:
@@ -458,7 +494,7 @@ class _Generator:
                 raise _Unsupported(f"{f.name}: records not in a named field")
             self.settle(indent)
             text = self.out.constant((f.name, f.label, about), "field")
-            self.emit(indent, f"p = records_lines(L, data, {value}, p, {branch}, {below}, *{text}, {f.compact})")
+            self.emit(indent, f"p = records_lines(L, data, {value}, p, {branch}, {below}, *{text}, {f.compact}, H)")
         else:
             raise _Unsupported(f"{f.name}: kind {kind!r}")
 
@@ -556,6 +592,11 @@ class _Generator:
         self.pure(indent, f"{continued} = {prefix} + '|   '")
         self.pure(indent, f"{ended} = {prefix} + '    '")
         self.pure(indent, f"{last} = {count} - 1")
+        fixed = None if element.struct is None or self.generated else _fixed_size(element.struct)
+        if fixed is not None and indent + 3 < _MAX_INLINE_INDENT:
+            assert element.struct is not None
+            self.fixed_elements(element.struct, fixed, label, value, branch, continued, ended, last, indent)
+            return
         self.emit(indent, f"for {i}, {item} in enumerate({value}):")
         below = out.fresh("c")
         self.pure(indent + 1, f"{below} = {continued} if {i} < {last} else {ended}")
@@ -566,6 +607,41 @@ class _Generator:
         else:
             self.field(element, name, item, "", branch, below, indent + 1)
             self.settle(indent + 1)  # the position moves with every element
+        self.flush()
+
+    def fixed_elements(self, plan: StructPlan, size: int, label: str, value: str, branch: str, continued: str,
+                       ended: str, last: str, indent: int) -> None:
+        """Elements that are structs of fixed-size fields (ids, versions, offsets): each, with
+        its tagged-field block empty (most), one string, its size known before its fields are
+        written; an element with tagged fields is written as any struct is."""
+        out = self.out
+        i, item = out.fresh("i"), out.fresh("y")
+        middle, final, field_branch = out.fresh("fm"), out.fresh("fe"), out.fresh("fb")
+        self.pure(indent, f"{middle} = {continued} + '+-- '")
+        self.pure(indent, f"{final} = {ended} + '+-- '")
+        self.emit(indent, f"for {i}, {item} in enumerate({value}):")
+        inner = indent + 1
+        head = f"{{{branch}}}{label}[{{{i}}}] {label}"
+        if plan.flexible:
+            self.emit(inner, f"if data[p + {size}]:")
+            below = out.fresh("c")
+            self.pure(inner + 1, f"{below} = {continued} if {i} < {last} else {ended}")
+            self.struct_node(plan, head, item, "", below, inner + 1)
+            self.flush()
+            self.emit(inner, "else:")
+            inner += 1
+        self.pure(inner, f"{field_branch} = {middle} if {i} < {last} else {final}")
+        self.line(inner, _fline(head, "struct", "p", str(size + plan.flexible), ""))
+        items = [out.fresh("x") for _ in plan.fields]
+        if items:
+            self.pure(inner, f"{', '.join(items)}, = {item}.values()")
+        for field, name in zip(plan.fields, items, strict=True):
+            self.field(field, _literal(field.name), name, field.about, field_branch, "", inner, named=True)
+        if plan.flexible:
+            self.line(inner, _fline(f"{{{field_branch}}}tagged_fields uvarint", "0", self.at(), "1",
+                                    about_tail(plan.tagged_about)))
+            self.delta += 1
+        self.settle(inner)
         self.flush()
 
     def nested(self, f: FieldPlan, head: str, value: str, tail: str, below: str, indent: int) -> None:
@@ -609,7 +685,7 @@ class _Generator:
             return
         self.settle(indent)
         writer = self.out.constant(_writer(plan, self.displays, self.generated), "write")
-        self.emit(indent, f"p = {writer}(L, {value}, p, {prefix}, data, gen)")
+        self.emit(indent, f"p = {writer}(L, {value}, p, {prefix}, data, gen, H)")
 
 
-__all__ = ["Refused", "frame_text", "message_text"]
+__all__ = ["Refused", "frame_text", "message_lines", "message_text"]

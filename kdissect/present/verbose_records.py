@@ -35,7 +35,14 @@ from kdissect.decode.rows import _Layout, length_prefix  # _Layout: rows of a ta
 from kdissect.decode.schema.plan import StructPlan
 from kdissect.decode.tree import printable
 from kdissect.dissectors import Display
-from kdissect.present.lines import GENERATED_TAILS, about_tail, generated_tail, node_text, row_lines
+from kdissect.present.lines import (
+    GENERATED_TAILS,
+    _hexes,
+    about_tail,
+    generated_tail,
+    node_text,
+    row_lines,
+)
 
 
 class Refused(Exception):
@@ -53,7 +60,16 @@ class _Hexes(dict[int, str]):
 
 
 HEXES = _Hexes()
-_H = HEXES
+Hexes = _Hexes | list[str]
+
+
+def hexes(size: int) -> Hexes:
+    """`0x%04x` of every offset in data of `size` bytes, as the fastest lookup that has them all:
+    the list of the 65536 first (shared with `row_lines`) for most frames, `HEXES` beyond."""
+    return _hexes() if size < _LISTED else HEXES
+
+
+_LISTED = 1 << 16  # as many as `_hexes()` lists
 
 # name type, size and tail of the batch header's fields, in wire order
 _BATCH_LINES = [(f"{name} {kind}", size, about_tail(about)) for name, kind, size, about in BATCH_FIELDS]
@@ -75,8 +91,9 @@ def tagged_lines(lines: list[str], data: bytes, pos: int, branch: str, below: st
 
 
 def records_lines(lines: list[str], data: bytes, value: bytes | None, pos: int, branch: str, below: str,
-                  name: str, label: str, about: str, compact: bool) -> int:
+                  name: str, label: str, about: str, compact: bool, H: Hexes) -> int:
     """The lines of a `records` field at `pos` (its line, its length, its batches); the end.
+    `H` gives the text of the frame's offsets (`hexes`).
 
     The fast path took the body, so every entry decodes without a note (`records_clean`):
     batches are read here as `records.decode_batch` reads them, with no check left to
@@ -86,14 +103,14 @@ def records_lines(lines: list[str], data: bytes, value: bytes | None, pos: int, 
     append = lines.append
     if value is None:
         shown, size = ("null (compact, len+1=0)", 1) if compact else ("null (int32 len=-1)", 4)
-        append(f"{branch}{name} {label} = {shown} [{_H[pos]}, {size}B]{tail}")
+        append(f"{branch}{name} {label} = {shown} [{H[pos]}, {size}B]{tail}")
         return pos + size
     length = len(value)
     prefix, form = length_prefix(length, compact, 4)
     if compact:
-        length_line = f"{below}+-- length uvarint = {length + 1} (compact, len+1) [{_H[pos]}, {prefix}B]"
+        length_line = f"{below}+-- length uvarint = {length + 1} (compact, len+1) [{H[pos]}, {prefix}B]"
     else:
-        length_line = f"{below}+-- length int32 = {length} [{_H[pos]}, 4B]"
+        length_line = f"{below}+-- length int32 = {length} [{H[pos]}, 4B]"
     start = end = pos + prefix
     stop = start + length
     batches = []
@@ -110,14 +127,14 @@ def records_lines(lines: list[str], data: bytes, value: bytes | None, pos: int, 
             raise Refused("entries with notes")
     count = len(batches) if rows is None else len(rows)
     append(f"{branch}{name} {label} = {length} bytes, {count} batch{'' if count == 1 else 'es'} {form} "
-           f"[{_H[pos]}, {prefix + length}B]{tail}\n{length_line} {length} bytes of records follow")
+           f"[{H[pos]}, {prefix + length}B]{tail}\n{length_line} {length} bytes of records follow")
     if rows:
         row_lines(rows, below, lines)
         return stop
     entry_branch, continued, ended = below + "+-- ", below + "|   ", below + "    "
     last = count - 1
     for index, at in enumerate(batches):
-        _batch_lines(lines, data, at, index, entry_branch, continued if index < last else ended)
+        _batch_lines(lines, data, at, index, entry_branch, continued if index < last else ended, H)
     return stop
 
 
@@ -184,7 +201,8 @@ _TRUTH = ("false", "true")
 _ATTRIBUTE_TEXTS = _Attributes()
 
 
-def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: str, prefix: str) -> None:
+def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: str, prefix: str,
+                 H: Hexes) -> None:
     """A clean magic 2 batch: its header's lines in one string, then its records'."""
     fields = _BATCH.unpack_from(data, pos)
     (base_offset, batch_length, _, _, crc, attributes, _, base_time, max_time, _, _, _, count) = fields
@@ -192,31 +210,37 @@ def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: st
     end = pos + rec.LOG_OVERHEAD + batch_length
     at = pos + rec.BATCH_HEADER
     child, records_prefix, counted = prefix + "+-- ", prefix + "    ", count_text(count)
-    header = _batch_header(child, f"{prefix}|   +-- [", pos, _H, *fields[:4], f"0x{crc:08x} (correct)",
+    header = _batch_header(child, f"{prefix}|   +-- [", pos, H, *fields[:4], f"0x{crc:08x} (correct)",
                            shown,
                            fields[6], _timestamp(base_time), _timestamp(max_time), *fields[9:], *bits)
     head = (f"{branch}RecordBatch[{index}] RecordBatch = {counted}, offset {base_offset}{added} "
-            f"[{_H[pos]}, {end - pos}B] record batch, magic 2\n{header}\n")
+            f"[{H[pos]}, {end - pos}B] record batch, magic 2\n{header}\n")
     if not codec:
-        lines.append(f"{head}{child}records []Record = {counted} [{_H[at]}, {end - at}B] the records of the batch")
+        lines.append(f"{head}{child}records []Record = {counted} [{H[at]}, {end - at}B] the records of the batch")
         body, records_prefix = data, records_prefix
     else:
         body = decompressed(data, at) or decompress(codec, memoryview(data)[at:end], cap=rec.MAX_DECOMPRESSED_BYTES)
         lines.append(f"{head}{child}records bytes = {end - at} bytes of {compression} data, {len(body)} bytes "
-                     f"decompressed [{_H[at]}, {end - at}B] the records of the batch, compressed\n"
+                     f"decompressed [{H[at]}, {end - at}B] the records of the batch, compressed\n"
                      f"{records_prefix}+-- [decompressed []Record = {counted}] [0x0000, {len(body)}B]"
                      f"{_decompressed_tail(compression)}")
-        at, end, records_prefix = 0, len(body), records_prefix + "    "
+        at, end, records_prefix, H = 0, len(body), records_prefix + "    ", hexes(len(body))
     base = max_time if log_append else base_time
     if control:  # transaction markers, rare: their lines follow the value's
-        _control_records(lines, _Batch(base_offset, base, log_append, control), body, at, count, records_prefix)
+        _control_records(lines, _Batch(base_offset, base, log_append, control), body, at, count, records_prefix, H)
     else:
-        _plain_records(lines.append, body, at, count, base_offset, base, log_append, records_prefix)
+        _plain_records(lines.append, body, at, count, base_offset, base, log_append, records_prefix, H)
 
 
 def _decompressed_tail(codec: str) -> str:
-    about = DECOMPRESSED_ABOUT.format(codec=codec)
-    return GENERATED_TAILS.get(about) or generated_tail(about)
+    tail = _DECOMPRESSED_TAILS.get(codec)
+    if tail is None:
+        about = DECOMPRESSED_ABOUT.format(codec=codec)
+        tail = _DECOMPRESSED_TAILS[codec] = GENERATED_TAILS.get(about) or generated_tail(about)
+    return tail
+
+
+_DECOMPRESSED_TAILS: dict[str, str] = {}  # by codec name: four at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,26 +253,27 @@ class _Batch:
     control: bool
 
 
-def _control_records(lines: list[str], batch: _Batch, body: bytes, pos: int, count: int, prefix: str) -> None:
+def _control_records(lines: list[str], batch: _Batch, body: bytes, pos: int, count: int, prefix: str,
+                     H: Hexes) -> None:
     """The records of a control batch (transaction markers, rare), one by one."""
     branch, continued, ended = prefix + "+-- ", prefix + "|   ", prefix + "    "
     tail = _LOG_APPEND_TAIL if batch.log_append else _CREATE_TIME_TAIL
     for index in range(count):
-        pos = _record(lines, batch, body, pos, index, tail, branch, continued if index < count - 1 else ended)
+        pos = _record(lines, batch, body, pos, index, tail, branch, continued if index < count - 1 else ended, H)
 
 
 def _plain_records(append: Callable[[str], None], body: bytes, pos: int, count: int, base_offset: int,
-                   base_time: int, log_append: bool, prefix: str) -> None:
+                   base_time: int, log_append: bool, prefix: str, H: Hexes) -> None:
     """The records of a batch that is not a control batch, each in one f-string: varints of
     one byte (most) read in line, keys and values of printable ASCII (most) quoted in line."""
-    H, varint, size, timestamp = _H, rec.zigzag_varint, len(body), _timestamp
+    varint, size, timestamp = rec.zigzag_varint, len(body), _timestamp
     timestamp_tail = _LOG_APPEND_TAIL if log_append else _CREATE_TIME_TAIL
     branch, last = prefix + "+-- ", count - 1
+    middle, final = (prefix + "|   +-- ", prefix + "|       +-- "), (prefix + "    +-- ", prefix + "        +-- ")
     key_text: int | str  # a length, or "-1 (null)"
     value_text: int | str
     for index in range(count):
-        c, h = (prefix + "|   +-- ", prefix + "|       +-- ") if index < last else (prefix + "    +-- ",
-                                                                                   prefix + "        +-- ")
+        c, h = middle if index < last else final
         byte = body[pos]
         length, b0 = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else varint(body, pos, size, 10)
         byte = body[b0 + 1]
@@ -277,7 +302,7 @@ def _plain_records(append: Callable[[str], None], body: bytes, pos: int, count: 
         end = b0 + length
         if body[b7]:  # headers
             headers_count, b8 = _varint(body, b7)
-            headers, _ = _headers_text(body, b7, b8, headers_count, c, h[:-4])
+            headers, _ = _headers_text(body, b7, b8, headers_count, c, h[:-4], H)
         else:
             headers = (f"{c}headers []Header = 0 headers [{H[b7]}, 1B] record headers\n"
                        f"{h}length varint = 0 [{H[b7]}, 1B] number of headers that follow")
@@ -322,7 +347,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def _record(lines: list[str], batch: _Batch, body: bytes, pos: int, index: int, timestamp_tail: str,
-            branch: str, prefix: str) -> int:
+            branch: str, prefix: str, H: Hexes) -> int:
     """A record's lines but its headers' in one string, then its headers'; the record's end."""
     length, b0 = _varint(body, pos)
     timestamp_delta, b2 = _varint(body, b0 + 1)
@@ -341,29 +366,29 @@ def _record(lines: list[str], batch: _Batch, body: bytes, pos: int, index: int, 
                else f"offset {offset}, {control[0]} marker")
     c = prefix + "+-- "
     size = b0 + length - pos
-    text = (f"{branch}Record[{index}] Record = {display} [{_H[pos]}, {size}B] a record\n"
-            f"{c}length varint = {length} [{_H[pos]}, {b0 - pos}B] bytes of the record after this field\n"
-            f"{c}attributes int8 = {body[b0]} [{_H[b0]}, 1B] unused\n"
-            f"{c}timestampDelta varlong = {timestamp_delta} [{_H[b0 + 1]}, {b2 - b0 - 1}B]"
+    text = (f"{branch}Record[{index}] Record = {display} [{H[pos]}, {size}B] a record\n"
+            f"{c}length varint = {length} [{H[pos]}, {b0 - pos}B] bytes of the record after this field\n"
+            f"{c}attributes int8 = {body[b0]} [{H[b0]}, 1B] unused\n"
+            f"{c}timestampDelta varlong = {timestamp_delta} [{H[b0 + 1]}, {b2 - b0 - 1}B]"
             " timestamp minus the batch's base timestamp\n"
-            f"{c}[timestamp int64 = {_timestamp(timestamp)}] [{_H[b2]}, 0B]{timestamp_tail}\n"
-            f"{c}offsetDelta varint = {offset_delta} [{_H[b2]}, {b3 - b2}B] offset minus the batch's base offset\n"
-            f"{c}[offset int64 = {offset}] [{_H[b3]}, 0B]{_OFFSET_TAIL}\n"
-            f"{c}keyLength varint = {'-1 (null)' if key_length < 0 else key_length} [{_H[b3]}, {b4 - b3}B]"
+            f"{c}[timestamp int64 = {_timestamp(timestamp)}] [{H[b2]}, 0B]{timestamp_tail}\n"
+            f"{c}offsetDelta varint = {offset_delta} [{H[b2]}, {b3 - b2}B] offset minus the batch's base offset\n"
+            f"{c}[offset int64 = {offset}] [{H[b3]}, 0B]{_OFFSET_TAIL}\n"
+            f"{c}keyLength varint = {'-1 (null)' if key_length < 0 else key_length} [{H[b3]}, {b4 - b3}B]"
             " bytes of the key, -1 for null")
     if key is not None:
-        text += f"\n{c}key bytes = {key_shown} [{_H[b4]}, {b5 - b4}B] the record's key"
+        text += f"\n{c}key bytes = {key_shown} [{H[b4]}, {b5 - b4}B] the record's key"
     text += (f"\n{c}valueLength varint = {'-1 (null)' if value_length < 0 else value_length} "
-             f"[{_H[b5]}, {b6 - b5}B] bytes of the value, -1 for null")
+             f"[{H[b5]}, {b6 - b5}B] bytes of the value, -1 for null")
     if value is not None:
-        text += f"\n{c}value bytes = {value_shown} [{_H[b6]}, {b7 - b6}B] the record's value"
+        text += f"\n{c}value bytes = {value_shown} [{H[b6]}, {b7 - b6}B] the record's value"
     if control is not None:
         text += "\n" + c + node_text("controlType", "int16", control[1], b7, 0, "0 abort, 1 commit", True, False)
         if control[2] is not None:
             text += "\n" + c + node_text("coordinatorEpoch", "int32", str(control[2]), b7, 0,
                                          "epoch of the transaction coordinator that wrote the marker", True, False)
     count, b8 = _varint(body, b7)
-    headers, end = _headers_text(body, b7, b8, count, c, prefix + "    ")
+    headers, end = _headers_text(body, b7, b8, count, c, prefix + "    ", H)
     lines.append(f"{text}\n{headers}")
     return end
 
@@ -377,9 +402,11 @@ def _control(key: bytes | None, value: bytes | None) -> tuple[str, str, int | No
     return name, f"{kind} ({name})", epoch
 
 
-def _headers_text(body: bytes, pos: int, at: int, count: int, branch: str, prefix: str) -> tuple[str, int]:
+def _headers_text(body: bytes, pos: int, at: int, count: int, branch: str, prefix: str,
+                  H: Hexes) -> tuple[str, int]:
     """A record's headers (their count is at `pos`, the first at `at`): their lines, the record's end."""
-    c, H, count_end, text = prefix + "+-- ", _H, at, ""
+    c, count_end, text = prefix + "+-- ", at, ""
+    middle, final, last = prefix + "|   +-- ", prefix + "    +-- ", count - 1
     for index in range(count):
         start = at
         byte = body[at]
@@ -390,7 +417,7 @@ def _headers_text(body: bytes, pos: int, at: int, count: int, branch: str, prefi
         raw = body[b0:b1]
         key = raw.decode("ascii") if raw.isascii() else raw.decode("utf-8", "replace")
         key = f'"{key}"' if key.isprintable() else f'"{printable(key)}"'
-        h = prefix + ("|   +-- " if index < count - 1 else "    +-- ")
+        h = middle if index < last else final
         if value_length < 0:
             b3, value_shown, value_line = b2, "null", ""
         else:
@@ -419,4 +446,4 @@ def _timestamp(milliseconds: int) -> str:
     return shown
 
 
-__all__ = ["HEXES", "Refused", "records_lines", "tagged_lines"]
+__all__ = ["HEXES", "Hexes", "Refused", "hexes", "records_lines", "tagged_lines"]
