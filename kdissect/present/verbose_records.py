@@ -272,6 +272,8 @@ def _plain_records(append: Callable[[str], None], body: bytes, pos: int, count: 
     middle, final = (prefix + "|   +-- ", prefix + "|       +-- "), (prefix + "    +-- ", prefix + "        +-- ")
     key_text: int | str  # a length, or "-1 (null)"
     value_text: int | str
+    # The key and the value are read alike, written out twice rather than through a helper:
+    # this loop runs once per record, and a call per field costs more than its lines.
     for index in range(count):
         c, h = middle if index < last else final
         byte = body[pos]
