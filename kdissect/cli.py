@@ -629,10 +629,7 @@ class _TextSink(_Sink):
         self.write(message, tree)
 
     def _write_chunks(self) -> None:
-        chunks = self.chunks
-        self.out.flush()  # the text written before, first
-        self.out.buffer.write(b"".join(chunks))  # type: ignore[attr-defined]
-        chunks.clear()
+        _write_bytes(self.out, self.chunks)
 
     # The time column, as tshark's -t r, a/ad and d (delta displayed) print it, from the
     # capture's integer nanoseconds.
@@ -731,6 +728,14 @@ class _JsonLines:
         return text[start:stream], text[middle:pair], text[tail:], notes
 
 
+def _write_bytes(out: IO[str], chunks: list[bytes]) -> None:
+    """Bytes the workers encoded, written under the text output `out` after what was written
+    to it before; `chunks` emptied."""
+    out.flush()  # the text written before, first
+    out.buffer.write(b"".join(chunks))  # type: ignore[attr-defined]
+    chunks.clear()
+
+
 class _Kept(list[str]):
     """A text output that keeps what is written to it, for `_TextLines`."""
 
@@ -824,10 +829,7 @@ class _JsonSink(_Sink):
             self._write_chunks()
 
     def _write_chunks(self) -> None:
-        chunks = self.chunks
-        self.out.flush()
-        self.out.buffer.write(b"".join(chunks))  # type: ignore[attr-defined]
-        chunks.clear()
+        _write_bytes(self.out, self.chunks)
         self.out.flush()
 
     def flush(self, *, through: bool = False) -> None:
