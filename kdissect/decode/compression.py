@@ -21,6 +21,7 @@ Kafka's framings on top of the codecs:
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 
 import cramjam
@@ -55,12 +56,12 @@ def decompress(codec: int, data: bytes | memoryview, *, cap: int, legacy: bool =
     raise DecompressionProblem(f"unknown compression codec {codec}")
 
 
-def _bounded(into: Callable[[bytes, bytearray], int], data: bytes, limit: int, name: str,
+def _bounded(into: Callable[[bytes, memoryview], int], data: bytes, limit: int, name: str,
              cap: int) -> bytes:
     """Decompress into a buffer grown fourfold from a guess, never past `limit`."""
     size = min(limit, max(_FIRST_BUFFER, 8 * len(data)))
     while True:
-        out = bytearray(size)
+        out = _scratch(size)
         try:
             used = into(data, out)
         except cramjam.DecompressionError as problem:
@@ -70,7 +71,24 @@ def _bounded(into: Callable[[bytes, bytearray], int], data: bytes, limit: int, n
                 raise _too_big(name, len(data), limit, cap) from None
             size = min(limit, size * 4)
             continue
-        return bytes(memoryview(out)[:used])
+        return bytes(out[:used])
+
+
+_SCRATCH_BYTES = 4 << 20  # buffers up to this size are kept for the next batch
+_scratches = threading.local()  # one per thread: Dask's threads decode side by side
+
+
+def _scratch(size: int) -> memoryview:
+    """`size` bytes to decompress into. A new bytearray is zeroed, which for these
+    buffers (most batches decompress to a few KiB of a 64 KiB guess) cost more than the
+    decompression; so one buffer per thread is reused, and only its first `size` bytes
+    are offered, which keeps the codec within the same bound."""
+    if size > _SCRATCH_BYTES:
+        return memoryview(bytearray(size))
+    buffer: bytearray | None = getattr(_scratches, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _scratches.buffer = bytearray(max(size, _FIRST_BUFFER))
+    return memoryview(buffer)[:size]
 
 
 def _too_big(name: str, size: int, limit: int, cap: int) -> DecompressionProblem:
@@ -105,11 +123,11 @@ def _snappy_block(data: bytes, limit: int, cap: int) -> bytes:
         length = cramjam.snappy.decompress_raw_len(data)
         if length > limit:
             raise _too_big("snappy", len(data), limit, cap)
-        out = bytearray(length)
+        out = _scratch(length)
         used = cramjam.snappy.decompress_raw_into(data, out)
     except cramjam.DecompressionError as problem:
         raise DecompressionProblem(f"corrupt or truncated snappy data: {problem}") from None
-    return bytes(memoryview(out)[:used])
+    return bytes(out[:used])
 
 
 def fix_lz4_header(data: bytes) -> bytes:
