@@ -21,6 +21,7 @@ from typing import Any
 
 from kdissect.decode import records as rec
 from kdissect.decode.compression import COMPRESSION_NAMES, decompress
+from kdissect.decode.native import PURE
 from kdissect.decode.record_check import decompressed
 from kdissect.decode.record_nodes import (
     BATCH_FIELDS,
@@ -228,8 +229,11 @@ def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: st
     base = max_time if log_append else base_time
     if control:  # transaction markers, rare: their lines follow the value's
         _control_records(lines, _Batch(base_offset, base, log_append, control), body, at, count, records_prefix, H)
-    else:
+    elif _native_records is None or (
+            text := _native_records(body, at, count, base_offset, base, log_append, records_prefix)) is None:
         _plain_records(lines.append, body, at, count, base_offset, base, log_append, records_prefix, H)
+    elif text:  # the records' lines joined: no line at all for none
+        lines.append(text)
 
 
 def _decompressed_tail(codec: str) -> str:
@@ -447,5 +451,21 @@ def _timestamp(milliseconds: int) -> str:
         shown = _TIMESTAMPS[milliseconds] = timestamp_display(milliseconds)
     return shown
 
+
+def _native() -> Callable[[bytes, int, int, int, int, bool, str], str | None] | None:
+    """`_plain_records` in C (`_verbose_records_c`), where it is built and KDISSECT_PURE is not
+    set (`native`): the records' text, or None where it leaves them to the Python."""
+    if PURE:
+        return None
+    try:
+        from kdissect.present import _verbose_records_c
+    except ImportError:
+        return None
+    _verbose_records_c.configure(_timestamp, value_display, printable, _CREATE_TIME_TAIL, _LOG_APPEND_TAIL,
+                                 _OFFSET_TAIL)
+    return _verbose_records_c.plain_records
+
+
+_native_records = _native()
 
 __all__ = ["HEXES", "Hexes", "Refused", "hexes", "records_lines", "tagged_lines"]
