@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from kdissect.decode import records as rec
@@ -461,9 +462,14 @@ def _native() -> Callable[[bytes, int, int, int, int, bool, str], str | None] | 
         from kdissect.present import _verbose_records_c
     except ImportError:
         return None
-    _verbose_records_c.configure(_timestamp, value_display, printable, _CREATE_TIME_TAIL, _LOG_APPEND_TAIL,
-                                 _OFFSET_TAIL)
-    return _verbose_records_c.plain_records
+    return configured(_verbose_records_c)
+
+
+def configured(native: ModuleType) -> Callable[[bytes, int, int, int, int, bool, str], str | None]:
+    """`plain_records` of the C module `native`, given the Python it calls back into."""
+    native.configure(_timestamp, value_display, printable, _CREATE_TIME_TAIL, _LOG_APPEND_TAIL, _OFFSET_TAIL)
+    plain_records: Callable[[bytes, int, int, int, int, bool, str], str | None] = native.plain_records
+    return plain_records
 
 
 _native_records = _native()
