@@ -175,6 +175,7 @@ shown = st.one_of(
     st.text(max_size=70).map(str.encode),  # any UTF-8, controls and cuts in the middle of a character
     st.binary(max_size=90),
     st.builds(lambda head, tail: head + tail, st.just(b"a" * 64), st.binary(min_size=1, max_size=4)),
+    st.integers(62, 66).map(lambda size: b"x" * size),  # about the 64 bytes a display shows
 )
 header_key = st.one_of(st.text(max_size=10).map(str.encode), st.binary(max_size=10))
 header = st.tuples(header_key, shown)
@@ -270,6 +271,10 @@ def test_what_the_c_leaves_to_python_it_leaves_before_writing(write: Any) -> Non
     assert write(small, 0, 1, 2**63 - 1, 0, False, "") is None  # base offset + offset delta
     assert write(small, 0, 1, 0, 2**63 - 2, False, "") is None  # base time + timestamp delta
     assert write(small, 0, 1, 0, 2**63 - 2, True, "") == python_text(small, 0, 1, 0, 2**63 - 2, True, "")
+    for delta in (2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 2**64):  # about the 64 bits of C
+        body = record_bytes({**wide, "delta": delta})
+        text = write(body, 0, 1, 0, 0, True, "")
+        assert text == (python_text(body, 0, 1, 0, 0, True, "") if -(2**63) <= delta < 2**63 else None)
 
 
 SMALL = [  # records of a few bytes each, every byte of which is then replaced by every other
@@ -309,11 +314,12 @@ def test_records_of_stray_lengths_agree(walk: Any, write: Any, records: list[byt
 
 def test_every_short_record_over_small_varints(walk: Any, write: Any) -> None:
     """Every record of 6 or 7 bytes after its length, made of zigzag 0 to 2, -1, -2 and a
-    continuation byte: each field's length and each bound on it in every arrangement."""
+    continuation byte (and of 8 without the 2): each field's length and each bound on it
+    in every arrangement."""
     alphabet = b"\x00\x01\x02\x03\x04\x80"
     clean = 0
-    for size in (6, 7):
-        for digits in itertools.product(alphabet, repeat=size):
+    for size, symbols in ((6, alphabet), (7, alphabet), (8, alphabet[:4] + alphabet[5:])):
+        for digits in itertools.product(symbols, repeat=size):
             body = varint(size) + bytes(digits)
             for control in (True, False):
                 expected = record_check._records_clean(body, 0, len(body), 1, control)
