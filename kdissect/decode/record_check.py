@@ -9,6 +9,10 @@ in the same order, without building anything: CRCs, decompression, and a walk
 over each record's varints. It answers exactly as `decode_records` would
 (a test compares them on real and damaged batches); legacy message sets (magic
 0 and 1), rare and cheap, are decoded as usual.
+
+The walk over a batch's records (`_records_clean`) is also in C (`_record_check_c`),
+used where it is built unless KDISSECT_PURE=1 (`native`): the same answers, which a
+test compares.
 """
 
 from __future__ import annotations

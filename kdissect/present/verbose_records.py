@@ -10,6 +10,10 @@ text is the same once the lines are joined). Legacy message sets
 (magic 0 and 1, rare) are laid out by `record_rows` and written as rows, as
 are tagged-field blocks that are not empty (`tagged_lines`); anything else is
 refused and the message is written the old way.
+
+The records of a batch that is not a control batch are written by C where it is
+built (`_verbose_records_c`, mirroring `_plain_records`; KDISSECT_PURE=1 turns it
+off, see `kdissect.decode.native`): the same text, which a test compares.
 """
 
 from __future__ import annotations
@@ -453,7 +457,12 @@ def _timestamp(milliseconds: int) -> str:
     return shown
 
 
-def _native() -> Callable[[bytes, int, int, int, int, bool, str], str | None] | None:
+# (body, position, count, base offset, base timestamp, LogAppendTime, prefix) -> the records'
+# lines joined, or None: `plain_records` of `_verbose_records_c`
+PlainRecords = Callable[[bytes, int, int, int, int, bool, str], str | None]
+
+
+def _native() -> PlainRecords | None:
     """`_plain_records` in C (`_verbose_records_c`), where it is built and KDISSECT_PURE is not
     set (`native`): the records' text, or None where it leaves them to the Python."""
     if PURE:
@@ -465,10 +474,10 @@ def _native() -> Callable[[bytes, int, int, int, int, bool, str], str | None] | 
     return configured(_verbose_records_c)
 
 
-def configured(native: ModuleType) -> Callable[[bytes, int, int, int, int, bool, str], str | None]:
+def configured(native: ModuleType) -> PlainRecords:
     """`plain_records` of the C module `native`, given the Python it calls back into."""
     native.configure(_timestamp, value_display, printable, _CREATE_TIME_TAIL, _LOG_APPEND_TAIL, _OFFSET_TAIL)
-    plain_records: Callable[[bytes, int, int, int, int, bool, str], str | None] = native.plain_records
+    plain_records: PlainRecords = native.plain_records
     return plain_records
 
 
