@@ -15,9 +15,9 @@ whichever kdissect uses (run it with KDISSECT_PURE=1 to test the Python alone).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import importlib
 import io
+import itertools
 import os
 from pathlib import Path
 from types import ModuleType
