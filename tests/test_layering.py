@@ -24,7 +24,8 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+# The C extensions count as modules of their tiers too, through their stubs (`.pyi`).
+MODULES = {module_name(path): path for pattern in ("*.py", "*.pyi") for path in PACKAGE.rglob(pattern)}
 
 
 def tier(module: str) -> int:

@@ -9,11 +9,18 @@ in the same order, without building anything: CRCs, decompression, and a walk
 over each record's varints. It answers exactly as `decode_records` would
 (a test compares them on real and damaged batches); legacy message sets (magic
 0 and 1), rare and cheap, are decoded as usual.
+
+The walk over a batch's records (`_records_clean`) is also in C (`_record_check_c`),
+used where it is built unless KDISSECT_PURE=1 (`native`): the same answers, which a
+test compares.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kdissect.decode.compression import DecompressionProblem, decompress
+from kdissect.decode.native import PURE
 from kdissect.decode.records import (
     _BATCH,
     BATCH_CRC_FROM,
@@ -59,7 +66,7 @@ def _batch_clean(data: bytes, pos: int, cap: int) -> bool:
         return False
     codec = fields[5] & 0x07
     if not codec:
-        return _records_clean(data, pos + BATCH_HEADER, end, count, control)
+        return _walk(data, pos + BATCH_HEADER, end, count, control)
     try:
         body = decompress(codec, memoryview(data)[pos + BATCH_HEADER:end], cap=cap)
     except DecompressionProblem:
@@ -68,7 +75,7 @@ def _batch_clean(data: bytes, pos: int, cap: int) -> bool:
         _frame[0] = data
         _bodies.clear()
     _bodies[pos + BATCH_HEADER] = body
-    return _records_clean(body, 0, len(body), count, control)
+    return _walk(body, 0, len(body), count, control)
 
 
 # The records of the last frame's compressed batches, by where their data starts: the -V
@@ -146,5 +153,20 @@ def _bytes_end(data: bytes, pos: int, end: int) -> tuple[int, int]:
         return 0, -1
     return length, at + length
 
+
+def _native_walk() -> Callable[[bytes, int, int, int, bool], bool]:
+    """`_records_clean` in C (`_record_check_c`), where it is built and KDISSECT_PURE is not set
+    (`native`); the Python otherwise."""
+    if not PURE:
+        try:
+            from kdissect.decode._record_check_c import records_clean as walk
+        except ImportError:
+            pass
+        else:
+            return walk
+    return _records_clean
+
+
+_walk = _native_walk()  # the walk over a batch's records `_batch_clean` takes
 
 __all__ = ["decompressed", "records_clean"]

@@ -10,6 +10,10 @@ text is the same once the lines are joined). Legacy message sets
 (magic 0 and 1, rare) are laid out by `record_rows` and written as rows, as
 are tagged-field blocks that are not empty (`tagged_lines`); anything else is
 refused and the message is written the old way.
+
+The records of a batch that is not a control batch are written by C where it is
+built (`_verbose_records_c`, mirroring `_plain_records`; KDISSECT_PURE=1 turns it
+off, see `kdissect.decode.native`): the same text, which a test compares.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from kdissect.decode import records as rec
 from kdissect.decode.compression import COMPRESSION_NAMES, decompress
+from kdissect.decode.native import PURE
 from kdissect.decode.record_check import decompressed
 from kdissect.decode.record_nodes import (
     BATCH_FIELDS,
@@ -228,8 +234,11 @@ def _batch_lines(lines: list[str], data: bytes, pos: int, index: int, branch: st
     base = max_time if log_append else base_time
     if control:  # transaction markers, rare: their lines follow the value's
         _control_records(lines, _Batch(base_offset, base, log_append, control), body, at, count, records_prefix, H)
-    else:
+    elif _native_records is None or (
+            text := _native_records(body, at, count, base_offset, base, log_append, records_prefix)) is None:
         _plain_records(lines.append, body, at, count, base_offset, base, log_append, records_prefix, H)
+    elif text:  # the records' lines joined: no line at all for none
+        lines.append(text)
 
 
 def _decompressed_tail(codec: str) -> str:
@@ -447,5 +456,31 @@ def _timestamp(milliseconds: int) -> str:
         shown = _TIMESTAMPS[milliseconds] = timestamp_display(milliseconds)
     return shown
 
+
+# (body, position, count, base offset, base timestamp, LogAppendTime, prefix) -> the records'
+# lines joined, or None: `plain_records` of `_verbose_records_c`
+PlainRecords = Callable[[bytes, int, int, int, int, bool, str], str | None]
+
+
+def _native() -> PlainRecords | None:
+    """`_plain_records` in C (`_verbose_records_c`), where it is built and KDISSECT_PURE is not
+    set (`native`): the records' text, or None where it leaves them to the Python."""
+    if PURE:
+        return None
+    try:
+        from kdissect.present import _verbose_records_c
+    except ImportError:
+        return None
+    return configured(_verbose_records_c)
+
+
+def configured(native: ModuleType) -> PlainRecords:
+    """`plain_records` of the C module `native`, given the Python it calls back into."""
+    native.configure(_timestamp, value_display, printable, _CREATE_TIME_TAIL, _LOG_APPEND_TAIL, _OFFSET_TAIL)
+    plain_records: PlainRecords = native.plain_records
+    return plain_records
+
+
+_native_records = _native()
 
 __all__ = ["HEXES", "Hexes", "Refused", "hexes", "records_lines", "tagged_lines"]

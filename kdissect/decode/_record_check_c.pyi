@@ -1,0 +1,3 @@
+"""`record_check._records_clean` in C (_record_check_c.c)."""
+
+def records_clean(data: bytes, pos: int, end: int, count: int, control: bool, /) -> bool: ...

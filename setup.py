@@ -1,0 +1,16 @@
+"""The optional C extensions (the rest of the build is in pyproject.toml).
+
+Each mirrors Python that stays the reference and the fallback: where no C compiler
+is at hand, `optional=True` lets the install go on without them, pure Python.
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[
+    # record_check._records_clean: the walk over a batch's records
+    Extension("kdissect.decode._record_check_c", ["kdissect/decode/_record_check_c.c"],
+              depends=["kdissect/decode/_varint.h"], optional=True),
+    # verbose_records._plain_records: the -V text of a batch's records
+    Extension("kdissect.present._verbose_records_c", ["kdissect/present/_verbose_records_c.c"],
+              depends=["kdissect/decode/_varint.h"], optional=True),
+])

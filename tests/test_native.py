@@ -1,0 +1,330 @@
+"""The optional C extensions answer and write exactly as the Python they mirror.
+
+`decode/_record_check_c` walks a batch's records as `record_check._records_clean` does;
+`present/_verbose_records_c` writes the -V text of a batch's records as
+`verbose_records._plain_records` does (or leaves the batch to it, returning None). Both
+are compared with the Python, which stays the reference, on every record batch of the
+shipped and third-party captures and on records written here byte by byte: well formed
+(with every kind of key, value and header, varints padded to their widest, extreme
+timestamps and offsets) and then damaged or replaced by random bytes.
+
+Here both run side by side, whatever KDISSECT_PURE says; the rest of the suite runs
+whichever kdissect uses (run it with KDISSECT_PURE=1 to test the Python alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import itertools
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kdissect import cli
+from kdissect.decode import record_check
+from kdissect.decode.compression import DecompressionProblem, decompress
+from kdissect.decode.records import BATCH_HEADER, LOG_OVERHEAD, MAX_DECOMPRESSED_BYTES
+from kdissect.present import verbose_records
+from tests.conftest import CAPTURES, missing
+
+CHECKS = settings(derandomize=True, max_examples=400, deadline=None, database=None)
+MODULES = ("kdissect.decode._record_check_c", "kdissect.present._verbose_records_c")
+
+
+def native(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        missing(f"{name} is not built (no C compiler at install?)")
+
+
+@pytest.fixture(scope="module")
+def walk() -> Any:
+    return native(MODULES[0]).records_clean
+
+
+@pytest.fixture(scope="module")
+def write() -> Any:
+    return verbose_records.configured(native(MODULES[1]))
+
+
+@pytest.mark.skipif(os.environ.get("CI") != "true", reason="CI builds the extensions; elsewhere they are optional")
+def test_ci_builds_and_tests_the_extensions() -> None:
+    """In CI the extensions must be there: else the suite would test the fallback alone."""
+    for name in MODULES:
+        importlib.import_module(name)
+    assert os.environ.get("KDISSECT_PURE", "") in ("", "0")
+    assert record_check._walk is not record_check._records_clean
+    assert verbose_records._native_records is not None
+
+
+# -- the two implementations on one stretch of records ---------------------------------
+
+
+def python_text(body: bytes, pos: int, count: int, base_offset: int, base_time: int, log_append: bool,
+                prefix: str) -> str | None:
+    """`_plain_records`' lines joined, as the -V text has them; None where it fails."""
+    lines: list[str] = []
+    try:
+        verbose_records._plain_records(lines.append, body, pos, count, base_offset, base_time, log_append,
+                                       prefix, verbose_records.hexes(len(body)))
+    except Exception:  # damaged records: reading them is not the Python's contract either
+        return None
+    return "\n".join(lines)
+
+
+def agree(walk: Any, write: Any, body: bytes, pos: int, end: int, count: int, *, control: bool = False,
+          base_offset: int = 0, base_time: int = 0, log_append: bool = False, prefix: str = "|   |   ",
+          written: bool = False) -> bool:
+    """Both walks give one answer, and the C text is the Python's wherever the C writes one;
+    `written`: the C must write it (the records are clean and hold nothing C leaves to Python).
+    Whether the records are clean."""
+    clean = record_check._records_clean(body, pos, end, count, control)
+    assert walk(body, pos, end, count, control) is clean
+    if control:  # control batches are written by the Python alone
+        return clean
+    text = write(body, pos, count, base_offset, base_time, log_append, prefix)
+    if text is not None or written:
+        assert text == python_text(body, pos, count, base_offset, base_time, log_append, prefix)
+    return clean
+
+
+# -- every batch of the real captures --------------------------------------------------
+
+
+def batches_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, int]]:
+    """(frame bytes, position) of every magic 2 record batch the decoders check in `path`."""
+    found: list[tuple[bytes, int]] = []
+    checked = record_check._batch_clean
+
+    def spy(data: bytes, pos: int, cap: int) -> bool:
+        found.append((data, pos))
+        return checked(data, pos, cap)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(record_check, "_batch_clean", spy)
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli.main(["-j", "1", "-V", str(path)])
+    return found
+
+
+def batch_agrees(walk: Any, write: Any, data: bytes, pos: int) -> bool:
+    """A batch as `_batch_clean` and `_batch_lines` read it; whether its records are clean."""
+    fields = verbose_records._BATCH.unpack_from(data, pos)
+    base_offset, attributes, base_time, max_time, count = fields[0], fields[5], fields[7], fields[8], fields[12]
+    end, at = pos + LOG_OVERHEAD + fields[1], pos + BATCH_HEADER
+    if attributes & 0x07:
+        try:
+            body = decompress(attributes & 0x07, data[at:end], cap=MAX_DECOMPRESSED_BYTES)
+        except DecompressionProblem:
+            return False
+        at, end = 0, len(body)
+    else:
+        body = data
+    log_append, control = bool(attributes & 0x08), bool(attributes & 0x20)
+    clean = record_check._records_clean(body, at, end, count, control)
+    return agree(walk, write, body, at, end, count, control=control, base_offset=base_offset,
+                 base_time=max_time if log_append else base_time, log_append=log_append, written=clean)
+
+
+def captures_agree(walk: Any, write: Any, paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    batches = clean = 0
+    for path in paths:
+        for data, pos in batches_of(path, monkeypatch):
+            batches += 1
+            clean += batch_agrees(walk, write, data, pos)
+    assert batches and clean  # the captures have clean batches, so the C text was compared
+
+
+def test_every_batch_of_the_shipped_captures(walk: Any, write: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    captures_agree(walk, write, sorted(CAPTURES.glob("*.pcap")), monkeypatch)
+
+
+def test_every_batch_of_the_third_party_captures(walk: Any, write: Any, public_captures: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    captures_agree(walk, write, sorted(public_captures.glob("*.pcap*")), monkeypatch)
+
+
+# -- records written here --------------------------------------------------------------
+
+
+def varint(value: int, pad: int = 0) -> bytes:
+    """The zigzag varint of `value`, with `pad` more bytes than it needs (still valid)."""
+    raw = 2 * value if value >= 0 else -2 * value - 1
+    groups = []
+    while True:
+        groups.append(raw & 0x7F)
+        raw >>= 7
+        if not raw:
+            break
+    groups += [0] * pad
+    return bytes([group | 0x80 for group in groups[:-1]] + [groups[-1]])
+
+
+# keys, values and header values: what the C quotes itself and what it leaves to `value_display`
+shown = st.one_of(
+    st.none(), st.just(b""),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=80).map(str.encode),
+    st.text(max_size=70).map(str.encode),  # any UTF-8, controls and cuts in the middle of a character
+    st.binary(max_size=90),
+    st.builds(lambda head, tail: head + tail, st.just(b"a" * 64), st.binary(min_size=1, max_size=4)),
+    st.integers(62, 66).map(lambda size: b"x" * size),  # about the 64 bytes a display shows
+)
+header_key = st.one_of(st.text(max_size=10).map(str.encode), st.binary(max_size=10))
+header = st.tuples(header_key, shown)
+plain = st.fixed_dictionaries({
+    "attributes": st.integers(0, 255), "delta": st.integers(-(2**40), 2**40),
+    "offset_delta": st.integers(-(2**31), 2**31 - 1), "key": shown, "value": shown,
+    "headers": st.lists(header, max_size=3), "pad": st.integers(0, 1)})
+# beyond what most records hold: timestamp deltas of up to 10 bytes, varints at their widest
+extreme = st.fixed_dictionaries({
+    "attributes": st.integers(0, 255), "delta": st.integers(-(2**69), 2**69 - 1),
+    "offset_delta": st.integers(-(2**31), 2**31 - 1), "key": shown, "value": shown,
+    "headers": st.lists(header, max_size=2), "pad": st.integers(0, 6)})
+
+
+def record_bytes(record: dict[str, Any], *, widest: bool = True) -> bytes:
+    """A record's bytes; `widest`: no varint padded past the width the decoders allow."""
+    pad = record["pad"]
+
+    def v(value: int, width: int = 5) -> bytes:
+        return varint(value, max(0, min(pad, width - len(varint(value)))) if widest else pad)
+
+    def f(raw: bytes | None) -> bytes:
+        return v(-1) if raw is None else v(len(raw)) + raw
+
+    body = (bytes([record["attributes"]]) + v(record["delta"], 10) + v(record["offset_delta"])
+            + f(record["key"]) + f(record["value"]) + v(len(record["headers"]))
+            + b"".join(f(key) + f(value) for key, value in record["headers"]))
+    return v(len(body)) + body
+
+
+stamps = st.one_of(st.integers(-(2**63), 2**63 - 1), st.just(-1), st.integers(0, 253402300799999 + 5))
+texts = st.fixed_dictionaries({
+    "base_offset": st.integers(-(2**63), 2**63 - 1), "base_time": stamps, "log_append": st.booleans(),
+    "prefix": st.sampled_from(["", "|   |   ", "    |       ", "é "])})
+
+
+@CHECKS
+@given(records=st.lists(plain, max_size=6), lead=st.binary(max_size=8), trail=st.binary(max_size=8),
+       how=texts)
+def test_clean_records_walk_alike_and_the_c_writes_their_text(
+        walk: Any, write: Any, records: list[dict[str, Any]], lead: bytes, trail: bytes,
+        how: dict[str, Any]) -> None:
+    body = lead + b"".join(record_bytes(record) for record in records)
+    safe = abs(how["base_time"]) < 2**62 and abs(how["base_offset"]) < 2**62  # no sum beyond int64
+    for count in (len(records), len(records) + 1, max(0, len(records) - 1)):
+        clean = agree(walk, write, body + trail, len(lead), len(body), count, **how,
+                      written=safe and count <= len(records))
+        assert clean is (count == len(records)) or not records
+        assert agree(walk, write, body + trail, len(lead), len(body), count, control=True) is (
+            clean and all(record["key"] is not None and len(record["key"]) >= 4 for record in records))
+
+
+@CHECKS
+@given(records=st.lists(extreme, min_size=1, max_size=4), how=texts)
+def test_extreme_varints_and_sums_agree_or_are_left_to_python(
+        walk: Any, write: Any, records: list[dict[str, Any]], how: dict[str, Any]) -> None:
+    body = b"".join(record_bytes(record, widest=False) for record in records)
+    agree(walk, write, body, 0, len(body), len(records), **how)
+
+
+@CHECKS
+@given(records=st.lists(plain, min_size=1, max_size=4),
+       flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), min_size=1, max_size=3),
+       cut=st.integers(0, 6), how=texts)
+def test_damaged_records_agree(walk: Any, write: Any, records: list[dict[str, Any]],
+                               flips: list[tuple[int, int]], cut: int, how: dict[str, Any]) -> None:
+    data = bytearray(b"".join(record_bytes(record) for record in records))
+    for at, mask in flips:
+        data[at % len(data)] ^= mask
+    body = bytes(data[: len(data) - cut])
+    for end in (len(body), max(0, len(body) - 2)):
+        agree(walk, write, body, 0, end, len(records), **how)
+        agree(walk, write, body, 0, end, len(records), control=True)
+
+
+@CHECKS
+@given(body=st.binary(max_size=120), count=st.integers(-1, 8), start=st.integers(0, 4), how=texts)
+def test_random_bytes_agree(walk: Any, write: Any, body: bytes, count: int, start: int,
+                            how: dict[str, Any]) -> None:
+    start = min(start, len(body))
+    agree(walk, write, body, start, len(body), count, **how)
+    agree(walk, write, body, start, len(body), count, control=True)
+
+
+def test_what_the_c_leaves_to_python_it_leaves_before_writing(write: Any) -> None:
+    """A timestamp delta beyond 64 bits, and sums beyond int64: None, the Python writes them."""
+    wide = {"attributes": 0, "delta": 2**66, "offset_delta": 1, "key": b"k", "value": b"v", "headers": [],
+            "pad": 0}
+    body = record_bytes({**wide, "delta": 0}) + record_bytes(wide)
+    assert write(body, 0, 2, 0, 0, False, "") is None
+    assert python_text(body, 0, 2, 0, 0, False, "") is not None
+    small = record_bytes({**wide, "delta": 5})
+    assert write(small, 0, 1, 2**63 - 1, 0, False, "") is None  # base offset + offset delta
+    assert write(small, 0, 1, 0, 2**63 - 2, False, "") is None  # base time + timestamp delta
+    assert write(small, 0, 1, 0, 2**63 - 2, True, "") == python_text(small, 0, 1, 0, 2**63 - 2, True, "")
+    for delta in (2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 2**64):  # about the 64 bits of C
+        body = record_bytes({**wide, "delta": delta})
+        text = write(body, 0, 1, 0, 0, True, "")
+        assert text == (python_text(body, 0, 1, 0, 0, True, "") if -(2**63) <= delta < 2**63 else None)
+
+
+SMALL = [  # records of a few bytes each, every byte of which is then replaced by every other
+    {"attributes": 0, "delta": 3, "offset_delta": 0, "key": b"key", "value": b"v\x00", "headers": [(b"h", None)],
+     "pad": 0},
+    {"attributes": 0, "delta": -70, "offset_delta": 1, "key": None, "value": b"", "headers": [(b"\xff", b"x")],
+     "pad": 1},
+    {"attributes": 7, "delta": 0, "offset_delta": 2, "key": b"ctrl", "value": None, "headers": [],
+     "pad": 0},
+]
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_every_byte_of_small_records_replaced_by_every_value(walk: Any, write: Any, control: bool) -> None:
+    data = b"".join(record_bytes(record) for record in SMALL)
+    for at in range(len(data)):
+        damaged = bytearray(data)
+        for byte in range(256):
+            damaged[at] = byte
+            body = bytes(damaged)
+            agree(walk, write, body, 0, len(body), len(SMALL), control=control, base_time=1_795_952_641_840)
+
+
+# records of small varints and stray bytes under a true length: lengths of -3 to 8 where the
+# fields should be, so that every check on them is reached
+token = st.one_of(st.integers(-3, 8).map(varint), st.binary(min_size=1, max_size=2))
+loose = st.lists(token, max_size=12).map(lambda tokens: varint(len(b"".join(tokens))) + b"".join(tokens))
+
+
+@CHECKS
+@given(records=st.lists(loose, min_size=1, max_size=3), how=texts)
+def test_records_of_stray_lengths_agree(walk: Any, write: Any, records: list[bytes], how: dict[str, Any]) -> None:
+    body = b"".join(records)
+    agree(walk, write, body, 0, len(body), len(records), **how)
+    agree(walk, write, body, 0, len(body), len(records), control=True)
+
+
+def test_every_short_record_over_small_varints(walk: Any, write: Any) -> None:
+    """Every record of 6 or 7 bytes after its length, made of zigzag 0 to 2, -1, -2 and a
+    continuation byte (and of 8 without the 2): each field's length and each bound on it
+    in every arrangement."""
+    alphabet = b"\x00\x01\x02\x03\x04\x80"
+    clean = 0
+    for size, symbols in ((6, alphabet), (7, alphabet), (8, alphabet[:4] + alphabet[5:])):
+        for digits in itertools.product(symbols, repeat=size):
+            body = varint(size) + bytes(digits)
+            for control in (True, False):
+                expected = record_check._records_clean(body, 0, len(body), 1, control)
+                assert walk(body, 0, len(body), 1, control) is expected, body
+            if expected:  # not a control batch
+                clean += 1
+                agree(walk, write, body, 0, len(body), 1, written=True)
+    assert clean
