@@ -63,7 +63,7 @@ first asked for (`MessagesToCome`). `progress` hears of the bytes of packet reco
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
-(`BATCH_EVENTS`), and its text ring (`spool.RING_BYTES`); the parent reads at most
+(`BATCH_EVENTS`), and its share of the text rings (`spool.RING_BYTES`); the parent reads at most
 `AHEAD_BATCHES` batches of a worker ahead of the merge, then the pipe makes the worker
 wait (with `read_to_come` the parent reads without bound, but only keys; the workers
 hold their frames, as the capture would); the index of a file costs a worker one byte per record. A worker that fails sends its
@@ -131,7 +131,7 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import Pairer, pair_messages
 from kdissect.pipeline import CaptureClock, Report
-from kdissect.spool import Piece, Ring
+from kdissect.spool import Piece, Ring, rings
 
 PARALLEL_BYTES = 16 * 1024 * 1024  # capture bytes from which the default is every core
 MAX_JOBS = CLOSED_BUCKETS  # a share is a set of buckets
@@ -424,7 +424,7 @@ class _Team:
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
         # the workers' text rings (`Prepare`): shared memory that only a fork hands on
-        self.rings = [Ring() for _ in range(jobs)] if spooled and context.get_start_method() == "fork" else None
+        self.rings = rings(jobs) if spooled and context.get_start_method() == "fork" else None
         for index in range(jobs):
             receiver, sender = context.Pipe(duplex=duplex)  # duplex: the parent asks too
             process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish,

@@ -24,8 +24,17 @@ import mmap
 from collections.abc import Iterable
 from typing import IO, Any
 
-RING_BYTES = 64 * 1024 * 1024  # each worker's ring: about what the parent reads ahead of its merge
+RING_BYTES = 128 * 1024 * 1024  # the workers' rings together (2 jobs: about what the parent reads ahead)
 HEADER_BYTES = 64  # before the ring: how far the merging process has written out
+
+
+def rings(jobs: int) -> list[Ring] | None:
+    """A ring for each of `jobs` workers, `RING_BYTES` together; None if there is no
+    memory for them (the text then goes through the pipes)."""
+    try:
+        return [Ring(RING_BYTES // jobs) for _ in range(jobs)]
+    except (OSError, ValueError):
+        return None
 
 
 class Ring:
@@ -33,8 +42,8 @@ class Ring:
     at its offset modulo the size. Made in the merging process before the worker is
     forked: both see the same memory."""
 
-    def __init__(self, size: int | None = None) -> None:
-        self.size = size = RING_BYTES if size is None else size
+    def __init__(self, size: int) -> None:
+        self.size = size
         self.memory = mmap.mmap(-1, HEADER_BYTES + size)  # MAP_SHARED: shared with forked children
         # An aligned 8-byte word, stored and loaded whole: the worker may read an older
         # value than the merging process just stored, never a torn one.

@@ -152,12 +152,26 @@ def test_interleaved_workers_and_notes_the_merge_adds_give_one_process_bytes_thr
 def test_rings_too_small_for_what_the_merge_holds_send_the_rest_as_bytes(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tangled: str,  # noqa: F811
         options: tuple[str, ...]) -> None:
-    monkeypatch.setattr(spool, "RING_BYTES", 4096)  # a few texts: pairing holds more than that back
+    monkeypatch.setattr(spool, "RING_BYTES", 8192)  # a few texts each: pairing holds more than that back
     made = counted(monkeypatch)
     out = both(capsys, *options, tangled)
     assert "no response within" in out
     messages = out.count("\n\n") if options == ("-V",) else out.count('{"number":')
     assert 0 < made[0] < messages  # some through the rings, turn after turn; the others as bytes
+
+
+def test_without_memory_for_the_rings_the_text_goes_through_the_pipes(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tangled: str) -> None:  # noqa: F811
+    assert [ring.size for ring in spool.rings(4) or ()] == [spool.RING_BYTES // 4] * 4
+
+    def no_memory(*_arguments: Any) -> None:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(spool, "Ring", no_memory)
+    assert spool.rings(2) is None
+    made = counted(monkeypatch)
+    assert "no response within" in both(capsys, "-V", tangled)
+    assert made[0] == 0
 
 
 def run(arguments: list[str], **streams: Any) -> subprocess.CompletedProcess[bytes]:
