@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,27 +138,65 @@ def both(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
     return str(one[1])
 
 
+# The command in a process of its own (a test process may have threads: its workers
+# then start from a fork server, without rings), counting the texts that came through them.
+COUNTING = """
+import sys
+from kdissect import parallel, spool
+spool.RING_BYTES = int(sys.argv[1])
+made = 0
+class Counted(spool.Piece):
+    __slots__ = ()
+    def __init__(self, *arguments):
+        global made
+        made += 1
+        super().__init__(*arguments)
+parallel.Piece = Counted
+from kdissect.cli import main
+status = main(sys.argv[2:])
+sys.stdout.flush()
+print("through the rings:", made, file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def through_rings(ring_bytes: int, arguments: list[str]) -> tuple[bytes, int]:
+    """The command's output with --jobs 2 and rings of `ring_bytes` together, and how
+    many texts came through the rings."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", COUNTING, str(ring_bytes), "--jobs", "2", *arguments],
+                            cwd=ROOT, env=environment, check=True, capture_output=True)
+    found = re.search(rb"through the rings: (\d+)", result.stderr)
+    assert found is not None, result.stderr
+    return result.stdout, int(found.group(1))
+
+
 @pytest.mark.parametrize("options", [("-V",), ("-V", "-x"), ("-T", "json"), ("-T", "jsonl", "--about")],
                          ids=" ".join)
 def test_interleaved_workers_and_notes_the_merge_adds_give_one_process_bytes_through_the_rings(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tangled: str,  # noqa: F811
-        options: tuple[str, ...]) -> None:
-    made = counted(monkeypatch)
-    out = both(capsys, *options, tangled)
-    assert "(message #" in out and "no response within" in out
-    assert made[0] > 50  # the texts came through the rings
+        tangled: str, options: tuple[str, ...]) -> None:  # noqa: F811
+    expected = run(["--jobs", "1", *options, tangled], stdout=subprocess.PIPE).stdout
+    assert b"(message #" in expected and b"no response within" in expected
+    out, made = through_rings(spool.RING_BYTES, [*options, tangled])
+    assert out == expected
+    messages = expected.count(b"\n\n") if "-T" not in options else expected.count(b'{"number":')
+    assert made == messages  # every text came through the rings
 
 
 @pytest.mark.parametrize("options", [("-V",), ("-T", "json")], ids=" ".join)
 def test_rings_too_small_for_what_the_merge_holds_send_the_rest_as_bytes(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tangled: str,  # noqa: F811
-        options: tuple[str, ...]) -> None:
-    monkeypatch.setattr(spool, "RING_BYTES", 8192)  # a few texts each: pairing holds more than that back
-    made = counted(monkeypatch)
-    out = both(capsys, *options, tangled)
-    assert "no response within" in out
-    messages = out.count("\n\n") if options == ("-V",) else out.count('{"number":')
-    assert 0 < made[0] < messages  # some through the rings, turn after turn; the others as bytes
+        tangled: str, options: tuple[str, ...]) -> None:  # noqa: F811
+    expected = run(["--jobs", "1", *options, tangled], stdout=subprocess.PIPE).stdout
+    out, made = through_rings(8192, [*options, tangled])  # a few texts each: pairing holds more back
+    assert out == expected
+    messages = expected.count(b"\n\n") if "-T" not in options else expected.count(b'{"number":')
+    assert 0 < made < messages  # some through the rings, turn after turn; the others as bytes
+
+
+@pytest.mark.parametrize("options", [("-V",), ("-T", "jsonl")], ids=" ".join)
+def test_text_made_in_the_workers_reaches_an_output_without_a_file_descriptor(
+        capsys: pytest.CaptureFixture[str], tangled: str, options: tuple[str, ...]) -> None:  # noqa: F811
+    assert "no response within" in both(capsys, *options, tangled)
 
 
 def test_without_memory_for_the_rings_the_text_goes_through_the_pipes(
