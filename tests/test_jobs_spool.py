@@ -37,7 +37,8 @@ def test_a_ring_keeps_each_text_whole_and_takes_no_more_than_was_written_out() -
     assert ring.put(b"c" * 20) == (100, 20)  # whole, at the start of the next turn
     assert bytes(ring.view[:20]) == b"c" * 20
     assert ring.put(b"d" * 101) == b"d" * 101  # longer than the ring: as bytes
-    assert Piece(ring, 60, 30).read() == b"b" * 30
+    assert read_all(Piece(ring, 60, 30)) == b"b" * 30 and ring.written.value == 90
+    assert read_all(b"sent as bytes") == b"sent as bytes"
 
 
 def test_a_ring_is_not_sent_to_a_process_that_does_not_share_it() -> None:
@@ -234,16 +235,3 @@ def test_one_process_bytes_to_a_regular_file_a_file_opened_to_append_and_a_pipe(
     with open(path, "ab") as out:
         run(arguments, stdout=out)
     assert path.read_bytes() == expected * 2
-
-
-def test_text_read_back_from_a_ring_frees_it(tangled: str) -> None:  # noqa: F811
-    from kdissect.cli import _TextLines, build_parser
-
-    args = build_parser().parse_args(["-V", tangled])
-    prepare = _TextLines(args, "utf-8", "strict")
-    found = list(parallel.read_messages([tangled], 2, prepare=prepare))
-    pieces = [tail for _message, (tail, _notes) in found if type(tail) is not bytes]
-    assert pieces
-    texts = [read_all(piece) for piece in pieces]
-    assert all(text.endswith(b"\n\n") for text in texts)
-    assert pieces[-1].ring.written.value == pieces[-1].start + pieces[-1].length
