@@ -21,6 +21,7 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import CaptureClock, read_messages
 from kdissect.present.progress import Progress
+from kdissect.spool import SpooledOutput, read_all
 
 if TYPE_CHECKING:
     from kdissect.present.changes import ChangeMarker
@@ -549,7 +550,8 @@ class _TextSink(_Sink):
         self.prompt = _terminal(out)  # a person is reading: each line at once
         if args.verbose:
             self.prepare = functools.partial(tree_text, wide=args.wide)
-        self.chunks: list[bytes] = []  # encoded text of messages not yet written (`_TextLines`)
+        self.chunks: list[Any] = []  # encoded text of messages not yet written (`_TextLines`)
+        self.bytes_out: SpooledOutput | None = None  # where they are written (`_write_bytes`)
         self.coding = _TextLines.coding(out, args)
         if self.coding is not None:
             self.prepare = _TextLines(args, *self.coding)
@@ -608,10 +610,10 @@ class _TextSink(_Sink):
         if self.prompt or through:
             self.out.flush()
 
-    def _write_prepared(self, message: Message, prepared: tuple[bytes, int]) -> None:
-        """A message whose text a worker made (`_TextLines`): the capture's number before it;
-        or, when the merge gave the message notes the worker could not know of, written as
-        one process writes it (its tree as the worker made it)."""
+    def _write_prepared(self, message: Message, prepared: tuple[Any, int]) -> None:
+        """A message whose text a worker made (`_TextLines`; bytes, or a `spool.Piece`): the
+        capture's number before it; or, when the merge gave the message notes the worker
+        could not know of, written as one process writes it (its tree as the worker made it)."""
         tail, notes = prepared
         if notes == len(message.notes):
             if self.held:
@@ -625,11 +627,12 @@ class _TextSink(_Sink):
             self._write_chunks()
         tree = None
         if self.args.verbose and not self.args.hex:  # line, tree, "": the tree is what is between
-            tree = tail[tail.index(b"\n") + 1:-2].decode(*self.coding or ("utf-8",))
+            text = read_all(tail)
+            tree = text[text.index(b"\n") + 1:-2].decode(*self.coding or ("utf-8",))
         self.write(message, tree)
 
     def _write_chunks(self) -> None:
-        _write_bytes(self.out, self.chunks)
+        self.bytes_out = _write_bytes(self.out, self.chunks, self.bytes_out)
 
     # The time column, as tshark's -t r, a/ad and d (delta displayed) print it, from the
     # capture's integer nanoseconds.
@@ -658,6 +661,8 @@ class _TextLines:
     (-t d, -i's change marks) or on a filter (which may decode a body, whose notes then
     show on the summary line).
     """
+
+    spooled = True  # the text reaches the merge in shared memory (`kdissect.spool`)
 
     def __init__(self, args: argparse.Namespace, encoding: str, errors: str,
                  start_ns: int | None = None) -> None:
@@ -702,7 +707,10 @@ class _JsonLines:
     JSON, as one process writes it and encoded as the output is, cut where the capture's
     number, stream and pair go (each message's own, known only where the workers'
     messages are merged: `_JsonSink._write_prepared` puts them in), and how many notes
-    the message had then (as `_TextLines`)."""
+    the message had then (as `_TextLines`). The last part, with the tree, comes first: it
+    is the one that goes through shared memory (`spooled`, as `_TextLines`)."""
+
+    spooled = True
 
     def __init__(self, about: bool, encoding: str) -> None:
         self.about, self.encoding = about, encoding
@@ -725,15 +733,19 @@ class _JsonLines:
         pair = text.index(b',"pair":', middle) + 8
         tail = text.index(b",", pair)
         notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
-        return text[start:stream], text[middle:pair], text[tail:], notes
+        return text[tail:], text[start:stream], text[middle:pair], notes
 
 
-def _write_bytes(out: IO[str], chunks: list[bytes]) -> None:
-    """Bytes the workers encoded, written under the text output `out` after what was written
-    to it before; `chunks` emptied."""
+def _write_bytes(out: IO[str], chunks: list[Any], bytes_out: SpooledOutput | None) -> SpooledOutput:
+    """Bytes the workers encoded (bytes, or `spool.Piece`s), written under the text output
+    `out` after what was written to it before, through `bytes_out` (made the first time);
+    `chunks` emptied."""
     out.flush()  # the text written before, first
-    out.buffer.write(b"".join(chunks))  # type: ignore[attr-defined]
+    if bytes_out is None:
+        bytes_out = SpooledOutput(out.buffer)  # type: ignore[attr-defined]
+    bytes_out.write(chunks)
     chunks.clear()
+    return bytes_out
 
 
 class _Kept(list[str]):
@@ -782,7 +794,8 @@ class _JsonSink(_Sink):
         self.out, self.array, self.about, self.first = out, array, about, True
         self.message_json = message_json
         self.prepare = functools.partial(tree_json, about=about)
-        self.chunks: list[bytes] = []  # encoded JSON of messages not yet written (`_JsonLines`)
+        self.chunks: list[Any] = []  # encoded JSON of messages not yet written (`_JsonLines`)
+        self.bytes_out: SpooledOutput | None = None
         self.encoding = None if args is None else _JsonLines.coding(out, args)
         if self.encoding is not None:
             self.prepare = _JsonLines(about, self.encoding)
@@ -806,30 +819,31 @@ class _JsonSink(_Sink):
         if not self.array:
             self.out.flush()  # jsonl is for pipes: one object as soon as it is known
 
-    def _write_prepared(self, message: Message, prepared: tuple[bytes, bytes, bytes, int]) -> None:
-        """A message whose JSON a worker made (`_JsonLines`): the capture's number, stream
-        and pair put in; or, when the merge gave the message notes the worker could not
-        know of, written with the tree the worker made."""
-        head, middle, tail, notes = prepared
+    def _write_prepared(self, message: Message, prepared: tuple[Any, bytes, bytes, int]) -> None:
+        """A message whose JSON a worker made (`_JsonLines`; its tree bytes, or a
+        `spool.Piece`): the capture's number, stream and pair put in; or, when the merge
+        gave the message notes the worker could not know of, written with the tree the
+        worker made."""
+        tail, head, middle, notes = prepared
         if notes != len(message.notes):
-            tree = tail[tail.index(b',"tree":') + 8:-1].decode(self.encoding or "ascii")
+            if self.chunks:  # first: what is read of a worker's ring frees it up to there
+                self._write_chunks()
+            text = read_all(tail)
+            tree = text[text.index(b',"tree":') + 8:-1].decode(self.encoding or "ascii")
             self.write(message, tree)
             return
         pair = message.pair
-        text = b'{"number":%d%s%d%s%s%s' % (message.number, head, message.frame.connection.index, middle,
-                                           b"null" if pair is None else b"%d" % pair.number, tail)
-        if self.array:
-            text = (b"[\n" if self.first else b",\n") + text
-        else:
-            text += b"\n"
+        text = b'%s{"number":%d%s%d%s%s' % (b"" if not self.array else b"[\n" if self.first else b",\n",
+                                           message.number, head, message.frame.connection.index, middle,
+                                           b"null" if pair is None else b"%d" % pair.number)
         self.first = False
         chunks = self.chunks
-        chunks.append(text)
-        if len(chunks) >= SUMMARY_BATCH:
+        chunks += (text, tail) if self.array else (text, tail, b"\n")
+        if len(chunks) >= 2 * SUMMARY_BATCH:
             self._write_chunks()
 
     def _write_chunks(self) -> None:
-        _write_bytes(self.out, self.chunks)
+        self.bytes_out = _write_bytes(self.out, self.chunks, self.bytes_out)
         self.out.flush()
 
     def flush(self, *, through: bool = False) -> None:

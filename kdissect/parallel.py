@@ -48,7 +48,10 @@ once it goes by (`Prepare`). The command has each message's whole text made so (
 summary line, tree and hex dump, or its JSON, as bytes): the parent only puts in what
 depends on the whole capture (the message's number; for JSON its stream and pair too),
 and writes the line itself when pairing in capture order gave the message notes its
-worker could not know of.
+worker could not know of. That text does not travel with the events: a forked worker
+copies it into a ring of memory it shares with the parent, which writes it to the output
+from there (`kdissect.spool`); only where it lies goes through the pipe (the text itself
+when the ring has no room).
 
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
 message of its share, paired, and once its share is read hands them to `finish`; the
@@ -60,10 +63,10 @@ first asked for (`MessagesToCome`). `progress` hears of the bytes of packet reco
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
-(`BATCH_EVENTS`); the parent reads at most `AHEAD_BATCHES` batches of a worker ahead
-of the merge, then the pipe makes the worker wait (with `read_to_come` the parent
-reads without bound, but only keys; the workers hold their frames, as the capture
-would); the index of a file costs a worker one byte per record. A worker that fails sends its
+(`BATCH_EVENTS`), and its share of the text rings (`spool.RING_BYTES`); the parent reads at most
+`AHEAD_BATCHES` batches of a worker ahead of the merge, then the pipe makes the worker
+wait (with `read_to_come` the parent reads without bound, but only keys; the workers
+hold their frames, as the capture would); the index of a file costs a worker one byte per record. A worker that fails sends its
 error and the parent raises `WorkerError`; one that dies silently is found at the end
 of its pipe; both stop the other workers. Workers come from multiprocessing's
 `fork` or `forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
@@ -128,6 +131,7 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import Pairer, pair_messages
 from kdissect.pipeline import CaptureClock, Report
+from kdissect.spool import Piece, Ring, rings
 
 PARALLEL_BYTES = 16 * 1024 * 1024  # capture bytes from which the default is every core
 MAX_JOBS = CLOSED_BUCKETS  # a share is a set of buckets
@@ -144,6 +148,9 @@ UNGUARDED = 87  # the exit code of a worker that found its script starting worke
 # What a worker makes of each message, in the worker, on its copy of the message (paired on
 # its connection). One that has a method `started(start_ns)` is replaced, once the capture's
 # first packet goes by, by what that returns: for what depends on the capture's start time.
+# One whose attribute `spooled` is true returns a tuple whose first item is bytes of the
+# output: with forked workers those reach the parent through shared memory (`kdissect.spool`),
+# as a `spool.Piece`, when there is room (else as bytes).
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
@@ -226,7 +233,8 @@ def read_messages(
     options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": max_frame_size,
                "max_held": max_held, "show_secrets": show_secrets,
                "names": list(names or paths), "definitions": portable_definitions()}
-    team = _Team(paths, jobs, options, prepare, finish, worker_context(prepare, finish, *preload))
+    team = _Team(paths, jobs, options, prepare, finish, worker_context(prepare, finish, *preload),
+                 spooled=bool(getattr(prepare, "spooled", False)))
     team.progress = progress
     handed = False
     try:
@@ -411,13 +419,16 @@ class _Team:
 
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
                  prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int = AHEAD_BATCHES,
-                 duplex: bool = False) -> None:
+                 duplex: bool = False, spooled: bool = False) -> None:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
+        # the workers' text rings (`Prepare`): shared memory that only a fork hands on
+        self.rings = rings(jobs) if spooled and context.get_start_method() == "fork" else None
         for index in range(jobs):
             receiver, sender = context.Pipe(duplex=duplex)  # duplex: the parent asks too
-            process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish),
+            process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish,
+                                                         self.rings and self.rings[index]),
                                       name=f"kdissect-worker-{index}", daemon=True)
             process.start()
             sender.close()  # the worker's end: closed here so its death reads as the end of the pipe
@@ -563,6 +574,7 @@ class _Merge:
         number = 0
         connections = self.connections
         numbers = self.numbers
+        rings = team.rings
         for _key, worker, what, event in heapq.merge(*streams, key=itemgetter(0)):
             if what == "frame":
                 (local, request, offset, data, first, first_ns, last, last_ns, complete, notes, file, ready,
@@ -573,6 +585,8 @@ class _Merge:
                 message = Message(number, frame, request, correlation_id, api_key, api_version, client_id,
                                   expects_response, file, list(header_notes) if header_notes else [])
                 if ready is not None:
+                    if rings is not None and type(ready[0]) is tuple:  # a place in the worker's ring
+                        ready = (Piece(rings[worker], *ready[0]), *ready[1:])
                     self.prepared[number] = ready
                 if numbers:
                     numbers[worker].append(number)
@@ -661,8 +675,9 @@ class _Worker:
     """One worker's pipeline: its share of the connections, its events keyed and batched."""
 
     def __init__(self, pipe: Pipe, index: int, jobs: int, options: dict[str, Any],
-                 prepare: Prepare | None, finish: Finish | None = None) -> None:
+                 prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None) -> None:
         self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
+        self.ring = ring  # where the text `prepare` makes goes (`Prepare`), with room
         self.kept: list[Message] = []  # with `finish`: every message of the share
         self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
         self.options = options
@@ -875,6 +890,8 @@ class _Worker:
             self.pairer.add(message)
             if self.prepare is not None:
                 ready = self.prepare(message)
+                if self.ring is not None:
+                    ready = (self.ring.put(ready[0]), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)
         event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
@@ -898,13 +915,13 @@ class _Worker:
 
 
 def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str, Any],
-         prepare: Prepare | None, finish: Finish | None = None) -> None:
+         prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None) -> None:
     """A worker process: its share of the capture's connections, as events down `pipe`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     gc.freeze()  # what a forked worker inherits stays shared: the cycle collector leaves it be
     try:
         use_definitions(options["definitions"])
-        _Worker(pipe, index, jobs, options, prepare, finish).run(paths)
+        _Worker(pipe, index, jobs, options, prepare, finish, ring).run(paths)
     except CaptureError as problem:
         _send(pipe, ("capture_error", str(problem)))
     except BaseException as problem:  # every failure goes to the parent, in words

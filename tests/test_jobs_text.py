@@ -18,6 +18,7 @@ import pytest
 from kdissect import parallel
 from kdissect.cli import _TextLines, _TextSink, build_parser, main
 from kdissect.pipeline import CaptureClock, read_messages
+from kdissect.spool import read_all
 from tests.conftest import CAPTURES
 from tests.craft import (
     Conversation,
@@ -125,7 +126,7 @@ def test_a_worker_sends_each_message_text_after_its_number_and_its_note_count() 
         one.truncate()
     found = list(parallel.read_messages([path], 2, prepare=lines_of(["-V", path]), clock=CaptureClock()))
     assert len(found) == len(texts) and all(type(prepared) is tuple for _message, prepared in found)
-    written = [(b"%6d" % message.number + tail).decode() for message, (tail, notes) in found
+    written = [(b"%6d" % message.number + read_all(tail)).decode() for message, (tail, notes) in found
                if notes == len(message.notes)]
     assert written == [text for text, (message, (_tail, notes)) in zip(texts, found, strict=True)
                        if notes == len(message.notes)]

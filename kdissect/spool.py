@@ -1,0 +1,152 @@
+"""Output bytes a worker process made, handed to the merging process in shared memory.
+
+With `--jobs`, each worker makes the whole text (or JSON) of its messages; the merging
+process writes them, in capture order, each after what only it knows (the message's
+number). Sent through a pipe, every byte of that text is copied five times (pickled,
+into the pipe, out of it, unpickled, joined) and the merging process spends as much CPU
+receiving it as on the rest of its work. Instead each worker copies its text once into
+a ring of memory it shares with the merging process (`Ring`: anonymous shared memory,
+made before the workers are forked), and sends only where each text lies; the merging
+process writes the text to its output straight from there (`SpooledOutput`: one
+`os.writev` for many messages, its own bytes between them), and says how far it has
+written (`Ring.written`), which frees that part of the ring for the worker.
+
+A worker never waits for room: a text that does not fit (the merging process is behind,
+as when pairing holds messages back, or the text is longer than the ring) is sent as
+bytes through the pipe, as before. So the memory is the rings', fixed, plus what the
+pipe path holds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+from collections.abc import Iterable
+from typing import IO, Any
+
+RING_BYTES = 128 * 1024 * 1024  # the workers' rings together (2 jobs: about what the parent reads ahead)
+HEADER_BYTES = 64  # before the ring: how far the merging process has written out
+
+
+def rings(jobs: int) -> list[Ring] | None:
+    """A ring for each of `jobs` workers, `RING_BYTES` together; None if there is no
+    memory for them (the text then goes through the pipes)."""
+    try:
+        return [Ring(RING_BYTES // jobs) for _ in range(jobs)]
+    except (OSError, ValueError):
+        return None
+
+
+class Ring:
+    """A worker's text ring. Offsets are logical (they only grow); a text lies whole
+    at its offset modulo the size. Made in the merging process before the worker is
+    forked: both see the same memory."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.memory = mmap.mmap(-1, HEADER_BYTES + size)  # MAP_SHARED: shared with forked children
+        # An aligned 8-byte word, stored and loaded whole: the worker may read an older
+        # value than the merging process just stored, never a torn one.
+        self.written = ctypes.c_int64.from_buffer(self.memory)
+        self.view = memoryview(self.memory)[HEADER_BYTES:]
+        self.end = 0  # in the worker: where its next text goes
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a Ring is shared with forked workers only")
+
+    def put(self, text: bytes) -> tuple[int, int] | bytes:
+        """In the worker: `text` copied into the ring, and where it lies (offset, length);
+        or `text` itself when the ring has no room for it now."""
+        length, size = len(text), self.size
+        start = self.end
+        at = start % size
+        if at + length > size:  # a text lies whole: it starts the next turn
+            start += size - at
+            at = 0
+        if start + length - self.written.value > size:
+            return text
+        self.view[at:at + length] = text
+        self.end = start + length
+        return start, length
+
+
+class Piece:
+    """Text a worker put in its ring: `length` bytes at logical offset `start`."""
+
+    __slots__ = ("length", "ring", "start")
+
+    def __init__(self, ring: Ring, start: int, length: int) -> None:
+        self.ring, self.start, self.length = ring, start, length
+
+    def read(self) -> bytes:
+        """Its bytes, copied out of the ring, which is then the worker's again up to their
+        end (the pieces of a ring are written out in the order the worker put them)."""
+        ring, start, length = self.ring, self.start, self.length
+        at = start % ring.size
+        data = bytes(ring.view[at:at + length])
+        ring.written.value = start + length
+        return data
+
+
+def read_all(item: Any) -> bytes:
+    """The bytes of a worker's text, given as bytes or as a `Piece`."""
+    return item if type(item) is bytes else item.read()
+
+
+IOV_MAX = 1024  # buffers one writev takes (POSIX's least IOV_MAX is 16; Linux's 1024)
+
+
+class SpooledOutput:
+    """Writes bytes and `Piece`s, in order, to a binary output: with `os.writev` on its
+    file descriptor, straight from the rings, else copied and joined."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        import os
+
+        self.out = out
+        self.writev = None
+        try:
+            out.fileno()
+        except (AttributeError, OSError, ValueError):
+            return
+        self.writev = getattr(os, "writev", None)
+
+    def write(self, items: Iterable[bytes | Piece]) -> None:
+        """`items` written, after what was written to the output before."""
+        out, writev = self.out, self.writev
+        if writev is None:
+            out.write(b"".join([read_all(item) for item in items]))
+            return
+        out.flush()  # what was written before, first
+        fd = out.fileno()
+        buffers: list[Any] = []
+        ends: dict[Ring, int] = {}  # how far each ring is written out
+        for item in items:
+            if type(item) is bytes:
+                buffers.append(item)
+            else:
+                ring, start, length = item.ring, item.start, item.length  # type: ignore[union-attr]
+                at = start % ring.size
+                buffers.append(ring.view[at:at + length])
+                ends[ring] = start + length
+            if len(buffers) == IOV_MAX:
+                _write_all(writev, fd, buffers)
+                buffers = []
+        if buffers:
+            _write_all(writev, fd, buffers)
+        for ring, end in ends.items():
+            ring.written.value = end
+
+
+def _write_all(writev: Any, fd: int, buffers: list[Any]) -> None:
+    """`buffers` written whole to `fd` (writev may write less: to a pipe, on a signal)."""
+    left = sum(len(buffer) for buffer in buffers)
+    while True:
+        sent = writev(fd, buffers)
+        left -= sent
+        if not left:
+            return
+        while sent >= len(buffers[0]):  # what went whole
+            sent -= len(buffers[0])
+            buffers = buffers[1:]
+        buffers[0] = memoryview(buffers[0])[sent:]

@@ -1,0 +1,237 @@
+"""`--jobs N`: the text the workers make reaches the output through shared memory.
+
+A worker copies each message's text into its ring (`spool.Ring`) and sends where it
+lies; the merging process writes it from there, between its own bytes, and frees the
+ring as it goes. A text the ring has no room for travels as bytes. Whichever way, the
+output must be one process's bytes, to a regular file, a pipe or what has no file
+descriptor at all.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kdissect import parallel, spool
+from kdissect.cli import main
+from kdissect.spool import Piece, Ring, SpooledOutput, read_all
+from tests.conftest import CAPTURES
+from tests.test_jobs_text import tangled  # noqa: F401  (the fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_ring_keeps_each_text_whole_and_takes_no_more_than_was_written_out() -> None:
+    ring = Ring(100)
+    assert ring.put(b"a" * 60) == (0, 60)
+    assert ring.put(b"b" * 30) == (60, 30)
+    assert ring.put(b"c" * 20) == b"c" * 20  # would start the next turn over text not yet written out
+    assert Piece(ring, 0, 60).read() == b"a" * 60  # written out: that room is the worker's again
+    assert ring.put(b"c" * 20) == (100, 20)  # whole, at the start of the next turn
+    assert bytes(ring.view[:20]) == b"c" * 20
+    assert ring.put(b"d" * 101) == b"d" * 101  # longer than the ring: as bytes
+    assert read_all(Piece(ring, 60, 30)) == b"b" * 30 and ring.written.value == 90
+    assert read_all(b"sent as bytes") == b"sent as bytes"
+
+
+def test_a_ring_is_not_sent_to_a_process_that_does_not_share_it() -> None:
+    import pickle
+
+    with pytest.raises(TypeError):
+        pickle.dumps(Ring(16))
+
+
+def pieces_of(ring: Ring, *texts: bytes) -> list[Piece]:
+    found = []
+    for text in texts:
+        place = ring.put(text)
+        assert type(place) is tuple
+        found.append(Piece(ring, *place))
+    return found
+
+
+def interleaved() -> tuple[list[Any], bytes, list[Ring]]:
+    """Bytes of the merge and pieces of two rings, in turn, with what they make written."""
+    first, second = Ring(64), Ring(64)
+    a = pieces_of(first, b"alpha\n", b"gamma\n")
+    b = pieces_of(second, b"beta\n", b"delta\n")
+    items: list[Any] = [b"1 ", a[0], b"2 ", b[0], b"3 ", b[1], b"4 ", a[1], b"end\n"]
+    return items, b"1 alpha\n2 beta\n3 delta\n4 gamma\nend\n", [first, second]
+
+
+def test_pieces_and_the_merges_bytes_reach_a_file_in_their_order(tmp_path: Path) -> None:
+    items, expected, rings = interleaved()
+    path = tmp_path / "out"
+    with open(path, "wb") as out:
+        out.write(b"before\n")  # buffered: it must come first
+        SpooledOutput(out).write(items)
+    assert path.read_bytes() == b"before\n" + expected
+    assert [ring.written.value for ring in rings] == [12, 11]  # each ring free up to its last piece
+
+
+def test_pieces_reach_a_pipe_and_an_output_without_a_file_descriptor() -> None:
+    items, expected, _rings = interleaved()
+    readable, writable = os.pipe()
+    with os.fdopen(writable, "wb") as out:
+        SpooledOutput(out).write(items)
+    with os.fdopen(readable, "rb") as back:
+        assert back.read() == expected
+    items, expected, rings = interleaved()
+    kept = io.BytesIO()
+    SpooledOutput(kept).write(items)
+    assert kept.getvalue() == expected
+    assert [ring.written.value for ring in rings] == [12, 11]
+
+
+def test_what_one_writev_leaves_is_written_after(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    items, expected, _rings = interleaved()
+    calls = []
+
+    def short(fd: int, buffers: list[Any]) -> int:  # as a pipe or a signal may: 3 bytes at most
+        calls.append(len(buffers))
+        return os.write(fd, b"".join(bytes(buffer) for buffer in buffers)[:3])
+
+    path = tmp_path / "out"
+    with open(path, "wb") as out:
+        output = SpooledOutput(out)
+        output.writev = short
+        output.write(items)
+    assert path.read_bytes() == expected and len(calls) > 10
+
+
+def test_many_messages_are_written_in_writes_of_iov_max_buffers(tmp_path: Path) -> None:
+    ring = Ring(1 << 16)
+    items: list[Any] = []
+    for n in range(1500):
+        items += [b"%6d" % n, *pieces_of(ring, b" message %d\n" % n)]
+    path = tmp_path / "out"
+    with open(path, "wb") as out:
+        SpooledOutput(out).write(items)
+    assert path.read_bytes() == b"".join(b"%6d message %d\n" % (n, n) for n in range(1500))
+
+
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many texts the merge took from the rings (each worker's `Piece`s)."""
+    made = [0]
+
+    class Counted(Piece):
+        __slots__ = ()
+
+        def __init__(self, *arguments: Any) -> None:
+            made[0] += 1
+            super().__init__(*arguments)
+
+    monkeypatch.setattr(parallel, "Piece", Counted)
+    return made
+
+
+def both(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
+    one = (main(["--jobs", "1", *arguments]), *capsys.readouterr())
+    two = (main(["--jobs", "2", *arguments]), *capsys.readouterr())
+    assert two == one
+    return str(one[1])
+
+
+# The command in a process of its own (a test process may have threads: its workers
+# then start from a fork server, without rings), counting the texts that came through them.
+COUNTING = """
+import sys
+from kdissect import parallel, spool
+spool.RING_BYTES = int(sys.argv[1])
+made = 0
+class Counted(spool.Piece):
+    __slots__ = ()
+    def __init__(self, *arguments):
+        global made
+        made += 1
+        super().__init__(*arguments)
+parallel.Piece = Counted
+from kdissect.cli import main
+status = main(sys.argv[2:])
+sys.stdout.flush()
+print("through the rings:", made, file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def through_rings(ring_bytes: int, arguments: list[str]) -> tuple[bytes, int]:
+    """The command's output with --jobs 2 and rings of `ring_bytes` together, and how
+    many texts came through the rings."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", COUNTING, str(ring_bytes), "--jobs", "2", *arguments],
+                            cwd=ROOT, env=environment, check=True, capture_output=True)
+    found = re.search(rb"through the rings: (\d+)", result.stderr)
+    assert found is not None, result.stderr
+    return result.stdout, int(found.group(1))
+
+
+@pytest.mark.parametrize("options", [("-V",), ("-V", "-x"), ("-T", "json"), ("-T", "jsonl", "--about")],
+                         ids=" ".join)
+def test_interleaved_workers_and_notes_the_merge_adds_give_one_process_bytes_through_the_rings(
+        tangled: str, options: tuple[str, ...]) -> None:  # noqa: F811
+    expected = run(["--jobs", "1", *options, tangled], stdout=subprocess.PIPE).stdout
+    assert b"(message #" in expected and b"no response within" in expected
+    out, made = through_rings(spool.RING_BYTES, [*options, tangled])
+    assert out == expected
+    messages = expected.count(b"\n\n") if "-T" not in options else expected.count(b'{"number":')
+    assert made == messages  # every text came through the rings
+
+
+@pytest.mark.parametrize("options", [("-V",), ("-T", "json")], ids=" ".join)
+def test_rings_too_small_for_what_the_merge_holds_send_the_rest_as_bytes(
+        tangled: str, options: tuple[str, ...]) -> None:  # noqa: F811
+    expected = run(["--jobs", "1", *options, tangled], stdout=subprocess.PIPE).stdout
+    out, made = through_rings(8192, [*options, tangled])  # a few texts each: pairing holds more back
+    assert out == expected
+    messages = expected.count(b"\n\n") if "-T" not in options else expected.count(b'{"number":')
+    assert 0 < made < messages  # some through the rings, turn after turn; the others as bytes
+
+
+@pytest.mark.parametrize("options", [("-V",), ("-T", "jsonl")], ids=" ".join)
+def test_text_made_in_the_workers_reaches_an_output_without_a_file_descriptor(
+        capsys: pytest.CaptureFixture[str], tangled: str, options: tuple[str, ...]) -> None:  # noqa: F811
+    assert "no response within" in both(capsys, *options, tangled)
+
+
+def test_without_memory_for_the_rings_the_text_goes_through_the_pipes(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tangled: str) -> None:  # noqa: F811
+    assert [ring.size for ring in spool.rings(4) or ()] == [spool.RING_BYTES // 4] * 4
+
+    def no_memory(*_arguments: Any) -> None:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(spool, "Ring", no_memory)
+    assert spool.rings(2) is None
+    made = counted(monkeypatch)
+    assert "no response within" in both(capsys, "-V", tangled)
+    assert made[0] == 0
+
+
+def run(arguments: list[str], **streams: Any) -> subprocess.CompletedProcess[bytes]:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "kdissect", *arguments], cwd=ROOT, env=environment,
+                          check=True, **streams)
+
+
+@pytest.mark.parametrize("options", [("-V", "-x"), ("-T", "jsonl")], ids=" ".join)
+def test_one_process_bytes_to_a_regular_file_a_file_opened_to_append_and_a_pipe(
+        tmp_path: Path, tangled: str, options: tuple[str, ...]) -> None:  # noqa: F811
+    captures = [tangled, *sorted(str(p) for p in CAPTURES.glob("*.pcap"))]
+    expected = run(["--jobs", "1", "--port", "36333", "--port", "19092", *options, *captures],
+                   stdout=subprocess.PIPE).stdout
+    arguments = ["--jobs", "2", "--port", "36333", "--port", "19092", *options, *captures]
+    assert run(arguments, stdout=subprocess.PIPE).stdout == expected
+    path = tmp_path / "out"
+    with open(path, "wb") as out:
+        run(arguments, stdout=out)
+    assert path.read_bytes() == expected
+    with open(path, "ab") as out:
+        run(arguments, stdout=out)
+    assert path.read_bytes() == expected * 2
