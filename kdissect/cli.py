@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -233,12 +234,29 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
-    except Exception as exc:  # the last line of defence: never a traceback for the user
-        if os.environ.get("KDISSECT_DEBUG"):
-            raise
-        print(f"kdissect: internal error: {type(exc).__name__}: {exc} "
-              "(set KDISSECT_DEBUG=1 for details)", file=sys.stderr)
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_FULL:
+            return _internal_error(exc)
+        with contextlib.suppress(OSError, ValueError):  # what is still buffered cannot be
+            _silence_stdout()                          # written either: not tried again at exit
+        print(f"kdissect: cannot write the output: {exc.strerror}", file=sys.stderr)
         return EXIT_INTERNAL
+    except Exception as exc:  # the last line of defence: never a traceback for the user
+        return _internal_error(exc)
+
+
+# Why a write fails when the output, not kdissect, is at fault: a full disk or quota, or
+# a file past its size limit (errors only a write gives). Said as such, not as an
+# internal error.
+_OUTPUT_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _internal_error(exc: Exception) -> int:
+    if os.environ.get("KDISSECT_DEBUG"):
+        raise exc
+    print(f"kdissect: internal error: {type(exc).__name__}: {exc} "
+          "(set KDISSECT_DEBUG=1 for details)", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _every(_message: Message) -> bool:

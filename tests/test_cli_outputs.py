@@ -11,6 +11,7 @@ import math
 import re
 import shutil
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -187,3 +188,14 @@ def test_expert_ids_filter_and_travel_in_json(public_captures: Path):
     assert all(any(n["id"] == "kafka.request_missing" for n in r["notes"]) for r in records)
     orphans = [m for m in read_messages(capture) if not m.is_request and m.pair is None]
     assert [r["number"] for r in records] == [m.number for m in orphans]
+
+
+@pytest.mark.parametrize("options", [(), ("-V",), ("-T", "json"), ("-V", "--jobs", "2")])
+def test_a_full_disk_is_said_as_such_not_as_an_internal_error(options: tuple[str, ...]):
+    if not Path("/dev/full").exists():
+        missing("no /dev/full (a device whose every write fails: disk full) on this system")
+    command = [sys.executable, "-m", "kdissect", *options, str(PRODUCERS)]
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == ["kdissect: cannot write the output: No space left on device"]
