@@ -63,14 +63,15 @@ first asked for (`MessagesToCome`). `progress` hears of the bytes of packet reco
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
-(`BATCH_EVENTS`), and its share of the text rings (`spool.RING_BYTES`); the parent reads at most
-`AHEAD_BATCHES` batches of a worker ahead of the merge, then the pipe makes the worker
-wait (with `read_to_come` the parent reads without bound, but only keys; the workers
-hold their frames, as the capture would); the index of a file costs a worker one byte per record. A worker that fails sends its
-error and the parent raises `WorkerError`; one that dies silently is found at the end
-of its pipe; both stop the other workers. Workers come from multiprocessing's
-`fork` or `forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
-when the messages are no longer read.
+(`BATCH_EVENTS`), and its share of the text rings (`spool.RING_BYTES`); the parent
+reads at most `AHEAD_BATCHES` batches of a worker ahead of the merge, then the pipe
+makes the worker wait (with `read_to_come` the parent reads without bound, but only
+keys; the workers hold their frames, as the capture would); the index of a file costs a
+worker one byte per record. A worker that fails sends its error and the parent raises
+`WorkerError`; one that dies silently is found at the end of its pipe; both stop the
+other workers. Workers come from multiprocessing's `fork` or `forkserver`
+(`worker_context`), ignore Ctrl-C (the parent stops them), and are ended when the
+messages are no longer read.
 
 One bound is kept per process rather than per capture: SASL state is remembered for
 65,536 connections (`ingest.sasl`) in each worker, so beyond that many SASL

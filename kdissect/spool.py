@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -101,8 +102,6 @@ class SpooledOutput:
     file descriptor, straight from the rings, else copied and joined."""
 
     def __init__(self, out: IO[bytes]) -> None:
-        import os
-
         self.out = out
         self.writev = None
         try:
