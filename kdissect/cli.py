@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--stats", action="store_true",
         help="print per-API (counts, errors, latency percentiles, bytes), per-client-id "
         "and per-connection statistics instead of the message list")
+    add("--findings", action="store_true",  # main() hands these to the report module's parser
+        help="print what went wrong, most severe first, with the messages as evidence, "
+        "instead of the message list (its options: kdissect --findings --help)")
     add("--interval", type=_duration, metavar="DURATION",
         help="print requests, responses, errors and p99 latency per time bucket "
         "(10s, 500ms, 1m) instead of the message list, like tshark -z io,stat")

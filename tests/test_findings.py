@@ -322,6 +322,38 @@ def test_findings_command_text_and_errors():
     assert refused.returncode == 2 and "unknown threshold" in refused.stderr
 
 
+def test_findings_of_a_rotated_set_are_those_of_the_whole_capture(tmp_path):
+    """Several files are read as one capture, as the message list reads them: the incident
+    split at random packets (inside messages too) gives the same findings, word for word,
+    on one process and on two."""
+    from tools.split_capture import packet_count, random_cuts, split
+
+    data = (CAPTURES / "incident.pcap").read_bytes()
+    parts = []
+    for index, part in enumerate(split(data, random_cuts(packet_count(data), 4, seed=3))):
+        parts.append(tmp_path / f"incident-{index}.pcap")
+        parts[-1].write_bytes(part)
+    whole = run("--findings", "-T", "jsonl", str(CAPTURES / "incident.pcap"))
+    assert whole.returncode == 0 and whole.stdout.count("\n") > 10, whole.stderr
+    for jobs in ("1", "2"):
+        rotated = run("--findings", "-T", "jsonl", "-j", jobs, *map(str, parts))
+        assert rotated.returncode == 0, rotated.stderr
+        assert rotated.stdout == whole.stdout
+
+
+def test_findings_command_refuses_what_it_cannot_read(tmp_path):
+    one = str(CAPTURES / "quorum_story.pcap")
+    mixed_stdin = run("--findings", "-", one)
+    assert mixed_stdin.returncode == 2 and "read alone" in mixed_stdin.stderr
+    folder = run("--findings", str(tmp_path))
+    assert folder.returncode == 2 and "is a directory" in folder.stderr
+    assert run("--findings", "-j", "0", one).returncode == 2
+    with open(one, "rb") as stdin:
+        piped = subprocess.run([sys.executable, "-m", "kdissect", "--findings", "-"], capture_output=True,
+                               text=True, timeout=120, stdin=stdin)
+    assert piped.returncode == 0 and piped.stdout == run("--findings", one).stdout
+
+
 def join_group_v5(correlation_id: int, client_id: bytes, group: bytes) -> bytes:
     """A JoinGroup v5 request (classic encoding), written field by field."""
 

@@ -144,6 +144,18 @@ def test_report_command_writes_the_page(tmp_path):
     assert unwritable.returncode == 2 and "kdissect:" in unwritable.stderr
 
 
+def test_report_of_several_files_reads_them_as_one_capture(tmp_path):
+    out = tmp_path / "both.html"
+    files = [str(CAPTURES / "incident.pcap"), str(CAPTURES / "quorum_story.pcap")]
+    done = run("report", *files, "-o", str(out), "-j", "2")
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    assert "<title>kdissect report: incident.pcap, quorum_story.pcap</title>" in page
+    together = kdissect.read_pcap(files, jobs=1)
+    assert json.loads(page_json(page, "kd-data"))["columns"]["n"] == [
+        m.number for m in together.message_list]
+
+
 def test_every_third_party_capture_makes_a_page_whose_data_parses(public_captures):
     for path in sorted(public_captures.glob("*.pcap*")):
         capture = kdissect.read_pcap(path)

@@ -166,7 +166,7 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
     for message in capture.message_list:
         packets.add_row(message)
     page_data = {"strings": packets.strings.table(), "columns": packets.columns,
-                 "base": packets.base_time, "source": os.path.basename(capture.source)}
+                 "base": packets.base_time, "source": _capture_name(capture)}
     sections = [
         _overview(capture, found, packets, evidence),
         _findings_section(found, packets.base_time),
@@ -174,6 +174,11 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
         _packets_section(),
     ]
     return _page(capture, "".join(sections), page_data, packets.detail_lines())
+
+
+def _capture_name(capture: Capture) -> str:
+    """The capture's file names without their folders: several for a set read as one."""
+    return ", ".join(os.path.basename(name) for name in capture.files)
 
 
 def _asset(name: str) -> str:
@@ -185,7 +190,7 @@ def _page(capture: Capture, body: str, page_data: dict[str, Any], details: str) 
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     policy = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
               "img-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
-    title = f"kdissect report: {printable(os.path.basename(capture.source) or 'capture')}"
+    title = f"kdissect report: {printable(_capture_name(capture) or 'capture')}"
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{policy}\">"
@@ -218,7 +223,7 @@ def _overview(capture: Capture, found: list[Finding], packets: PacketData,
     severities = {s: sum(1 for f in found if f.severity == s) for s in Severity}
     servers = sorted({format_address(m.frame.connection.server) for m in messages})
     facts = [
-        ("capture", escape(printable(os.path.basename(capture.source) or "(stream)"))),
+        ("capture", escape(printable(_capture_name(capture) or "(stream)"))),
         ("first message", escape(start)),
         ("time span", f"{span:.3f} s"),
         ("messages", f"{len(messages)} ({len(packets.details)} with tree and bytes in this page)"),
@@ -387,7 +392,7 @@ def report_main(argv: list[str]) -> int:
         prog="kdissect report",
         description="Write one self-contained HTML page (no network needed) with the capture's "
         "overview, findings, charts and a three-pane packet browser.")
-    parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture")
+    _files_option(parser)
     parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the page to write")
     parser.add_argument("--detail-mb", type=float, default=DETAIL_BUDGET / 2**20, metavar="MB",
                         help="frame megabytes whose trees and bytes go into the page, the "
@@ -418,7 +423,7 @@ def findings_main(argv: list[str]) -> int:
         description="What went wrong in the capture, most severe first, with the message "
         "numbers as evidence.")
     parser.add_argument("--findings", action="store_true", required=True, help=argparse.SUPPRESS)
-    parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture")
+    _files_option(parser)
     parser.add_argument("-T", "--output", choices=("text", "jsonl"), default="text",
                         help="text (default) or jsonl: one object per finding")
     _common_options(parser)
@@ -440,9 +445,19 @@ def write_findings(found: list[Finding], out: IO[str], output: str, base: float 
         out.write(findings_module.render_text(found, base))
 
 
+def _files_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="pcap or pcapng capture, possibly gzip/bzip2/xz/zstd-compressed; several "
+                        "files are read as one capture merged by packet time (a rotated set); '-' "
+                        "reads standard input")
+
+
 def _common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, action="append", default=[], metavar="N",
                         help="also treat TCP port N as Kafka (repeatable)")
+    parser.add_argument("-j", "--jobs", type=int, metavar="N",
+                        help="worker processes reading the capture, as for the message list "
+                        "(default: every core for captures of 16 MiB or more, else 1)")
     parser.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                         help="change a detector threshold; defaults: " + Thresholds.describe())
 
@@ -450,19 +465,29 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 def _load(parser: argparse.ArgumentParser, args: argparse.Namespace,
           ) -> tuple[Capture | None, Thresholds]:
     from kdissect.ingest.capture import CaptureError
+    from kdissect.parallel import default_jobs
     from kdissect.present.analysis import read_pcap
 
     try:
         thresholds = Thresholds.parse(args.threshold)
     except ValueError as exc:
         parser.error(str(exc))
-    if not os.path.isfile(args.file):
-        print(f"kdissect: {args.file}: no such capture file", file=sys.stderr)
-        return None, thresholds
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"argument -j/--jobs: must be at least 1, not {args.jobs}")
+    if "-" in args.files and len(args.files) > 1:
+        parser.error("standard input ('-') is read alone, not with other files")
+    for path in args.files:
+        if path != "-" and not os.path.isfile(path):
+            problem = "is a directory, not a capture file" if os.path.isdir(path) else "no such capture file"
+            print(f"kdissect: {path}: {problem}", file=sys.stderr)
+            return None, thresholds
+    source: Any = sys.stdin.buffer if args.files == ["-"] else args.files
+    jobs = args.jobs or default_jobs(args.files)
     try:
-        return read_pcap(args.file, ports=args.port), thresholds
+        return read_pcap(source, ports=args.port, jobs=jobs), thresholds
     except (CaptureError, OSError) as exc:
-        print(f"kdissect: {args.file}: {exc}", file=sys.stderr)
+        name = "standard input" if args.files == ["-"] else ", ".join(args.files)
+        print(f"kdissect: {name}: {exc}", file=sys.stderr)
         return None, thresholds
 
 
