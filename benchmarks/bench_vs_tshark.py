@@ -27,6 +27,7 @@ every tree node, built in Python) against tshark -V.
     python benchmarks/bench_vs_tshark.py                      # builds 100 MB mixed + describe
     python benchmarks/bench_vs_tshark.py --size-mb 10 --mixes mixed
     python benchmarks/bench_vs_tshark.py --capture some.pcap --repeat 3
+    python benchmarks/bench_vs_tshark.py --capture some.pcap --only verbose --only jsonl
 """
 
 from __future__ import annotations
@@ -80,19 +81,24 @@ def count_messages(kdissect: str, capture: Path) -> int:
         return sum(1 for _ in process.stdout)
 
 
-def jobs(kdissect: str, tshark: str, capture: Path) -> list[tuple[str, list[str], list[str]]]:
-    """One process against one process: `--jobs 1` (bench_jobs.py measures more jobs)."""
+def jobs(kdissect: str, tshark: str, capture: Path) -> list[tuple[str, str, list[str], list[str]]]:
+    """(key for --only, name, kdissect's command, tshark's): one process against one
+    process, `--jobs 1` (bench_jobs.py measures more jobs)."""
     path = str(capture)
     one = [kdissect, "--jobs", "1"]
     return [
-        ("summary", [*one, path], [tshark, "-r", path, "-T", "fields", *TSHARK_FIELDS]),
-        ("`-i` vs `tshark -V`", [*one, "-i", path], [tshark, "-r", path, "-V"]),
-        ("`read_pcap` + every per-API table vs `tshark -V`",
+        ("summary", "summary", [*one, path], [tshark, "-r", path, "-T", "fields", *TSHARK_FIELDS]),
+        ("info", "`-i` vs `tshark -V`", [*one, "-i", path], [tshark, "-r", path, "-V"]),
+        ("tables", "`read_pcap` + every per-API table vs `tshark -V`",
          [sys.executable, "-c", API_TABLES, path], [tshark, "-r", path, "-V"]),
-        ("`-V` vs `tshark -V`", [*one, "-V", path], [tshark, "-r", path, "-V"]),
-        ("`-T jsonl` vs `tshark -T json`", [*one, "-T", "jsonl", path], [tshark, "-r", path, "-T", "json"]),
-        (MEMORY_JOB, [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
+        ("verbose", "`-V` vs `tshark -V`", [*one, "-V", path], [tshark, "-r", path, "-V"]),
+        ("jsonl", "`-T jsonl` vs `tshark -T json`", [*one, "-T", "jsonl", path],
+         [tshark, "-r", path, "-T", "json"]),
+        ("fields", MEMORY_JOB, [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
     ]
+
+
+JOB_KEYS = ("rate", "summary", "info", "tables", "verbose", "jsonl", "fields")  # "rate": decode_rate.py
 
 
 MEMORY_JOB = "`fields` table vs `tshark -V`"  # measured for its peak memory: one run is enough
@@ -104,18 +110,22 @@ def fastest(command: list[str], runs: list[Run]) -> Run:
     return Run(min(r.seconds for r in runs), max(r.peak_mib for r in runs))
 
 
-def bench(capture: Path, kdissect: str, tshark: str, repeat: int) -> list[str]:
+def bench(capture: Path, kdissect: str, tshark: str, repeat: int, only: set[str]) -> list[str]:
     messages = count_messages(kdissect, capture)
     size = capture.stat().st_size / 1e6
     best = "" if repeat == 1 else f", fastest of {repeat} runs each, taken in turn"
     lines = [f"### {capture.name}: {size:.0f} MB, {messages:,} Kafka messages{best}", "",
              "| job | kdissect s | tshark s | kdissect/tshark | kdissect msg/s | kdissect peak MiB | tshark peak MiB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    rate = subprocess.run([sys.executable, str(HERE / "decode_rate.py"), str(capture)], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    print(f"body decoding: {rate}", flush=True)
+    rate = "(not measured)"
+    if "rate" in only:
+        rate = subprocess.run([sys.executable, str(HERE / "decode_rate.py"), str(capture)],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        print(f"body decoding: {rate}", flush=True)
     tshark_runs: dict[tuple[str, ...], list[Run]] = {}
-    for name, ours, theirs in jobs(kdissect, tshark, capture):
+    for key, name, ours, theirs in jobs(kdissect, tshark, capture):
+        if key not in only:
+            continue
         mine: list[Run] = []
         other = tshark_runs.setdefault(tuple(theirs), [])
         for _ in range(1 if name == MEMORY_JOB else repeat):
@@ -150,6 +160,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "out", help="where built captures go")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run each job N times, in turn with tshark, and keep the fastest of each")
+    parser.add_argument("--only", action="append", choices=JOB_KEYS, metavar="JOB",
+                        help=f"run only this job (repeatable; one of {', '.join(JOB_KEYS)}); default all")
     args = parser.parse_args()
     kdissect, tshark = shutil.which("kdissect"), shutil.which("tshark")
     if not kdissect or not tshark or not os.access(GNU_TIME, os.X_OK):
@@ -167,7 +179,7 @@ def main() -> None:
             captures.append(path)
     report = [f"Machine: {machine()}", ""]
     for capture in captures:
-        report += [*bench(capture, kdissect, tshark, max(1, args.repeat)), ""]
+        report += [*bench(capture, kdissect, tshark, max(1, args.repeat), set(args.only or JOB_KEYS)), ""]
     print("\n".join(report))
 
 
