@@ -10,11 +10,12 @@ worker. What ties connections together in one process is only capture time and t
 capture's end (`ConnectionTracker.tick` runs on every packet in every worker) and the
 order of closings those fix; both are keyed below, so no worker needs another's state.
 
-One classic pcap file (the usual case) is indexed first, alike in every worker
-(`_SharePlan`: record headers walked in chunks, each plain Ethernet IPv4 TCP packet's
-bucket found with numpy): the buckets are dealt out so that the workers get about the
-same bytes, and a worker then reads only its own records and those no index can place
-(decoded and placed as below). The others' records only move capture time on: their
+One classic pcap file (the usual case) is indexed first (`_SharePlan`: record headers
+walked in chunks, each plain Ethernet IPv4 TCP packet's bucket found with numpy), once,
+by the parent, whose forked workers inherit it (workers that are not forked each make
+it alike): the buckets are dealt out so that the workers get about the same bytes, and
+a worker then reads only its own records and those no index can place (decoded and
+placed as below). The others' records only move capture time on: their
 times are in the index, so a worker ticks its connections' clock at the packet one
 process would, without reading it. Other inputs (several files, pcapng, compressed,
 irregular records) are read whole by every worker, bucket modulo N placing each
