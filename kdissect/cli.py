@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import errno
 import functools
+import io
 import json
 import os
 import stat
@@ -588,6 +589,19 @@ class _TextSink(_Sink):
         if type(prepared) is tuple:
             self._write_prepared(message, prepared)
             return
+        line = self.line(message)
+        if self.lines_only:
+            held = self.held
+            held.append(line)
+            if len(held) >= SUMMARY_BATCH or self.prompt:
+                self.flush()
+            return
+        self.out.write("\n".join(self.pieces(message, line, prepared)))
+        if self.prompt:
+            self.out.flush()
+
+    def line(self, message: Message) -> str:
+        """The message's summary line, with what -i and --show-file add."""
         start = self.clock.start_ns
         if self.relative and start is not None:  # the default: formatted there
             line = self.summary_line(message, start, body_info=self.body_info, frame_number=self.frame_number)
@@ -598,26 +612,23 @@ class _TextSink(_Sink):
             line += self.marks[1]
         if self.show_file:
             line += f" file={printable(message.file or '-')}"
-        if self.lines_only:
-            held = self.held
-            held.append(line)
-            if len(held) >= SUMMARY_BATCH or self.prompt:
-                self.flush()
-            return
+        return line
+
+    def pieces(self, message: Message, line: str, tree: str | None = None) -> list[str]:
+        """The -V/-x text of a message, as pieces to join with newlines: `line`, its tree
+        (`tree`, or made here), its hex dump, and the blank line after it."""
         lines = [line]
         if self.args.verbose:
-            if prepared is None:  # the tree's pieces, joined once with the rest
+            if tree is None:  # the tree's pieces, joined once with the rest
                 _tree_lines()(message, lines, wide=self.args.wide)
             else:
-                lines.append(prepared)
+                lines.append(tree)
         if self.args.hex:
             from kdissect.present.hexdump import hexdump
 
             lines.append(hexdump(message.frame.data))
         lines += ("", "")  # the blank line after each message
-        self.out.write("\n".join(lines))
-        if self.prompt:
-            self.out.flush()
+        return lines
 
     def flush(self, *, through: bool = False) -> None:
         held = self.held
@@ -712,15 +723,13 @@ class _TextLines:
     def __call__(self, message: Message) -> tuple[bytes, int]:
         sink = self.sink
         if sink is None:
-            sink = self.sink = _TextSink(_Kept(), self.args)  # type: ignore[arg-type]
+            sink = self.sink = _TextSink(io.StringIO(), self.args)  # writes nothing: its pieces are taken
             sink.clock.start_ns = self.start_ns
-        out: _Kept = sink.out  # type: ignore[assignment]
-        sink.write(message)
-        sink.flush()
-        text = "".join(out)
-        out.clear()
+        line = sink.line(message)
+        line = line[len(str(message.number).rjust(6)):]  # the number is the merge's to write
+        text = line + "\n" if sink.lines_only else "\n".join(sink.pieces(message, line))
         notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
-        return text[len(str(message.number).rjust(6)):].encode(self.encoding, self.errors), notes
+        return text.encode(self.encoding, self.errors), notes
 
 
 class _JsonLines:
@@ -767,20 +776,6 @@ def _write_bytes(out: IO[str], chunks: list[Any], bytes_out: SpooledOutput | Non
     bytes_out.write(chunks)
     chunks.clear()
     return bytes_out
-
-
-class _Kept(list[str]):
-    """A text output that keeps what is written to it, for `_TextLines`."""
-
-    def write(self, text: str) -> int:
-        self.append(text)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
 
 
 NUMBERED_NOTES = frozenset({"kafka.duplicate_correlation_id", "kafka.response_out_of_order"})

@@ -10,11 +10,12 @@ worker. What ties connections together in one process is only capture time and t
 capture's end (`ConnectionTracker.tick` runs on every packet in every worker) and the
 order of closings those fix; both are keyed below, so no worker needs another's state.
 
-One classic pcap file (the usual case) is indexed first, alike in every worker
-(`_SharePlan`: record headers walked in chunks, each plain Ethernet IPv4 TCP packet's
-bucket found with numpy): the buckets are dealt out so that the workers get about the
-same bytes, and a worker then reads only its own records and those no index can place
-(decoded and placed as below). The others' records only move capture time on: their
+One classic pcap file (the usual case) is indexed first (`_SharePlan`: record headers
+walked in chunks, each plain Ethernet IPv4 TCP packet's bucket found with numpy), once,
+by the parent, whose forked workers inherit it (workers that are not forked each make
+it alike): the buckets are dealt out so that the workers get about the same bytes, and
+a worker then reads only its own records and those no index can place (decoded and
+placed as below). The others' records only move capture time on: their
 times are in the index, so a worker ticks its connections' clock at the packet one
 process would, without reading it. Other inputs (several files, pcapng, compressed,
 irregular records) are read whole by every worker, bucket modulo N placing each
@@ -425,16 +426,21 @@ class _Team:
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
         # the workers' text rings (`Prepare`): shared memory that only a fork hands on
-        self.rings = rings(jobs) if spooled and context.get_start_method() == "fork" else None
+        forked = context.get_start_method() == "fork"
+        self.rings = rings(jobs) if spooled and forked else None
+        # Forked workers inherit the plan made here, once, rather than each making it alike;
+        # the box is emptied once they are forked, so that the parent does not keep it.
+        plan = [_SharePlan.of(paths, jobs)] if forked else []
         for index in range(jobs):
             receiver, sender = context.Pipe(duplex=duplex)  # duplex: the parent asks too
             process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish,
-                                                         self.rings and self.rings[index]),
+                                                         self.rings and self.rings[index], plan),
                                       name=f"kdissect-worker-{index}", daemon=True)
             process.start()
             sender.close()  # the worker's end: closed here so its death reads as the end of the pipe
             self.pipes.append(receiver)
             self.processes.append(process)
+        plan.clear()
         self.summaries: list[dict[str, Any]] = [{} for _ in range(jobs)]
         self.progress: Callable[[int], None] | None = None
         self.read = [0] * jobs  # record bytes each worker had read when it sent its last batch merged
@@ -700,9 +706,10 @@ class _Worker:
         self._mine: set[tuple[bytes, int, bytes, int]] = set()  # 4-tuples of this share
         self.owner = [bucket % jobs for bucket in range(CLOSED_BUCKETS)]  # the worker of each bucket
 
-    def run(self, paths: list[str]) -> None:
+    def run(self, paths: list[str], plans: list[_SharePlan | None] | None = None) -> None:
+        """Read the share; `plans` may hold the plan already made (`work`)."""
         first = self.index == 0
-        plan = _SharePlan.of(paths, self.jobs)
+        plan = plans.pop() if plans else _SharePlan.of(paths, self.jobs)  # popped: its kept chunks go once read
         if plan is not None:
             self.owner = plan.owner
             self._share_indexed(plan)
@@ -916,13 +923,16 @@ class _Worker:
 
 
 def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str, Any],
-         prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None) -> None:
-    """A worker process: its share of the capture's connections, as events down `pipe`."""
+         prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None,
+         plan: list[_SharePlan | None] | None = None) -> None:
+    """A worker process: its share of the capture's connections, as events down `pipe`.
+    `plan` holds the `_SharePlan` a forking parent made (None: the file has none), or is
+    empty: the worker makes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     gc.freeze()  # what a forked worker inherits stays shared: the cycle collector leaves it be
     try:
         use_definitions(options["definitions"])
-        _Worker(pipe, index, jobs, options, prepare, finish, ring).run(paths)
+        _Worker(pipe, index, jobs, options, prepare, finish, ring).run(paths, plan)
     except CaptureError as problem:
         _send(pipe, ("capture_error", str(problem)))
     except BaseException as problem:  # every failure goes to the parent, in words

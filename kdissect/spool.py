@@ -119,27 +119,32 @@ class SpooledOutput:
         out.flush()  # what was written before, first
         fd = out.fileno()
         buffers: list[Any] = []
+        append = buffers.append
+        total = 0  # the bytes in `buffers`
         ends: dict[Ring, int] = {}  # how far each ring is written out
         for item in items:
             if type(item) is bytes:
-                buffers.append(item)
+                append(item)
+                total += len(item)
             else:
                 ring, start, length = item.ring, item.start, item.length  # type: ignore[union-attr]
                 at = start % ring.size
-                buffers.append(ring.view[at:at + length])
+                append(ring.view[at:at + length])
+                total += length
                 ends[ring] = start + length
             if len(buffers) == IOV_MAX:
-                _write_all(writev, fd, buffers)
-                buffers = []
+                _write_all(writev, fd, buffers, total)
+                buffers, total = [], 0
+                append = buffers.append
         if buffers:
-            _write_all(writev, fd, buffers)
+            _write_all(writev, fd, buffers, total)
         for ring, end in ends.items():
             ring.written.value = end
 
 
-def _write_all(writev: Any, fd: int, buffers: list[Any]) -> None:
-    """`buffers` written whole to `fd` (writev may write less: to a pipe, on a signal)."""
-    left = sum(len(buffer) for buffer in buffers)
+def _write_all(writev: Any, fd: int, buffers: list[Any], left: int) -> None:
+    """`buffers`, of `left` bytes together, written whole to `fd` (writev may write
+    less: to a pipe, on a signal)."""
     while True:
         sent = writev(fd, buffers)
         left -= sent
