@@ -76,7 +76,7 @@ def _read_tables(group: list[Any], names: tuple[str, ...], options: dict[str, An
                  ) -> dict[str, pd.DataFrame]:
     """One capture (a file, or a set read together): the tables `names`."""
     capture = read_pcap(group, jobs=1, **options)  # a partition is one worker's: no processes of its own
-    return {name: capture.table(name) for name in names}
+    return capture.tables(names)
 
 
 def _meta(empty: pd.DataFrame) -> pd.DataFrame:
