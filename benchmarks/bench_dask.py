@@ -14,11 +14,17 @@ shared machine does not land on one arm only.
 
 Reported per arm: wall seconds, the merge (from the end of the last capture's read
 to the pandas frames in hand: the partitions concatenated and gathered to the
-client), per-worker throughput (MB of capture per second of the rest), and CPU
-seconds of the busiest worker and of the client process (which runs the scheduler
-too), which is what a scaling model needs:
+client), per-worker throughput (MB of capture per second of the rest), which is
+what a scaling model needs:
 
     time(N machines) ~ partitions / (N * per-worker throughput) + merge
+
+and the CPU seconds of the busiest worker and of the client process (which runs the
+scheduler too), and the cores the job kept busy (all its CPU seconds over its wall
+seconds). Two workers that keep fewer than about 1.8 cores busy were short of CPU:
+on a machine shared with other work (where the kernel shares CPU between sessions,
+sched_autogroup, two workers of one session get no more than one would) the speed-up
+measured is the machine's, not kdissect's.
 
     python benchmarks/bench_dask.py --files 8 --size-mb 12.5
 """
@@ -48,6 +54,7 @@ class Run(NamedTuple):
     seconds: float  # the whole job, wall
     merge: float  # from the end of the last read to the frames in the client, wall
     worker_cpu: float  # CPU seconds of the busiest worker process
+    workers_cpu: float  # CPU seconds of all worker processes
     client_cpu: float  # CPU seconds of this process (client and scheduler)
     rows: int
 
@@ -81,14 +88,13 @@ def compute_on(workers: int, paths: list[str], small: str) -> Run:
         seconds = time.perf_counter() - started
         finished_at = time.time()
         client_cpu = time.process_time() - client_cpu
-        busiest = max(spent - worker_cpu[worker] for worker, spent in
-                      client.run(time.process_time).items())
+        spent = [cpu - worker_cpu[worker] for worker, cpu in client.run(time.process_time).items()]
         reads = [step["stop"] for task in client.get_task_stream(start=started_at)
                  if key_split(task["key"]) == READ
                  for step in task["startstops"] if step["action"] == "compute"]
     if len(reads) != len(paths):
         raise SystemExit(f"{len(reads)} reads recorded for {len(paths)} captures")
-    return Run(seconds, finished_at - max(reads), busiest, client_cpu,
+    return Run(seconds, finished_at - max(reads), max(spent), sum(spent), client_cpu,
                sum(len(frame) for frame in frames))
 
 
@@ -124,14 +130,16 @@ def main() -> None:
     print(f"{args.files} captures, {total_mb:.1f} MB, {rows.pop()} table rows ({', '.join(TABLES)}); "
           f"load average before: {before}, after: {load()}")
     print(f"fastest of {args.repeats} runs of each arm, alternating (every run's seconds in brackets):")
-    print("| workers | seconds | MB/s per worker | merge s | busiest worker CPU s | client CPU s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| workers | seconds | MB/s per worker | merge s | busiest worker CPU s | client CPU s "
+          "| cores busy |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     best = {}
     for workers, arm in runs.items():
         run = best[workers] = min(arm)
         print(f"| {workers} | {run.seconds:.2f} ({', '.join(f'{r.seconds:.2f}' for r in arm)}) "
               f"| {total_mb / (run.seconds - run.merge) / workers:.2f} | {run.merge:.2f} "
-              f"| {run.worker_cpu:.2f} | {run.client_cpu:.2f} |")
+              f"| {run.worker_cpu:.2f} | {run.client_cpu:.2f} "
+              f"| {(run.workers_cpu + run.client_cpu) / run.seconds:.2f} |")
     print(f"speed-up with two workers: {best[1].seconds / best[2].seconds:.2f}x")
 
 
