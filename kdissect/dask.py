@@ -54,7 +54,8 @@ def read_pcaps(paths: str | os.PathLike[str] | Sequence[Partition], *,
     # One task per capture computes every table asked for at once (reading the capture
     # once); each table's partition is that task's frame for it.
     reads = [dask.delayed(_read_tables, pure=True)(group, names, options) for group in partitions]
-    return {name: _table(name, reads) for name in names}
+    empty = Capture([]).tables(names)  # the tables' dtypes, made together
+    return {name: _table(name, empty[name], reads) for name in names}
 
 
 def _partitions(paths: str | os.PathLike[str] | Sequence[Partition]) -> list[list[Any]]:
@@ -63,8 +64,8 @@ def _partitions(paths: str | os.PathLike[str] | Sequence[Partition]) -> list[lis
     return [capture_paths(item) for item in paths]
 
 
-def _table(name: str, reads: list[Any]) -> dd.DataFrame:
-    meta = _meta(Capture([]).table(name))
+def _table(name: str, empty: pd.DataFrame, reads: list[Any]) -> dd.DataFrame:
+    meta = _meta(empty)
     parts = [dask.delayed(operator.getitem, pure=True)(read, name) for read in reads]
     # The tables' own dtypes (categoricals, nullable integers, pandas strings) are kept as
     # they are: no conversion of text columns to Arrow strings behind the caller's back.
@@ -76,7 +77,7 @@ def _read_tables(group: list[Any], names: tuple[str, ...], options: dict[str, An
                  ) -> dict[str, pd.DataFrame]:
     """One capture (a file, or a set read together): the tables `names`."""
     capture = read_pcap(group, jobs=1, **options)  # a partition is one worker's: no processes of its own
-    return {name: capture.table(name) for name in names}
+    return capture.tables(names)
 
 
 def _meta(empty: pd.DataFrame) -> pd.DataFrame:

@@ -77,3 +77,22 @@ def test_tables_made_in_one_pass_equal_each_table_made_alone(public_captures: Pa
         for name in TABLES:
             alone = analysis.table_of(capture.message_list, name)
             pd.testing.assert_frame_equal(together[name], alone, check_exact=True)
+
+
+def test_some_tables_made_without_the_others_equal_each_table_made_alone():
+    """`tables(names)` decodes only the bodies its per-API tables need; what it makes is
+    what each table is made alone, generic tables among them, in the order asked."""
+    names = ["quorum", "messages", "topic_partitions", "quorum", "producers", "exchanges", "produce"]
+    rows = dict.fromkeys(names, 0)
+    for path in sorted(CAPTURES.glob("*.pcap")):
+        capture = kdissect.read_pcap(path, jobs=1)
+        some = capture.tables(names)
+        assert list(some) == list(rows)
+        assert not set(capture._api_tables) - set(names)  # no other per-API table was made
+        for name, frame in some.items():
+            alone = kdissect.read_pcap(path, jobs=1).table(name)
+            pd.testing.assert_frame_equal(frame, alone, check_exact=True)
+            rows[name] += len(frame)
+    assert all(rows.values()), rows
+    with pytest.raises(KeyError):
+        kdissect.read_pcap(CAPTURES / "incident.pcap", jobs=1).tables(["no_such_table"])

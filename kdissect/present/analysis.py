@@ -229,22 +229,25 @@ class Capture:
         """The name of every table, generic ones first."""
         return [*GENERIC_TABLES, *TABLES]
 
-    def _api_table(self, spec: TableSpec) -> pd.DataFrame:
+    def _api_table(self, spec: TableSpec, along: Sequence[TableSpec] | None = None) -> pd.DataFrame:
         """A per-API table. Built in this process, it is made together with every other
-        per-API table not built yet, in one pass that decodes each body once."""
+        per-API table (or those `along`) not built yet, in one pass that decodes each
+        body once."""
         cache = self._api_tables
         if spec.name not in cache:
             with cycle_collection_paused():
-                cache[spec.name] = self._built(spec.name, spec.dtypes, lambda: self._api_frames(spec),
-                                               spec.feeds)
+                cache[spec.name] = self._built(spec.name, spec.dtypes,
+                                               lambda: self._api_frames(spec, along), spec.feeds)
         frame: pd.DataFrame = cache[spec.name]
         return frame
 
-    def _api_frames(self, spec: TableSpec) -> pd.DataFrame:
-        """`spec`'s table, and with it (in one process) every per-API table not built yet."""
+    def _api_frames(self, spec: TableSpec, along: Sequence[TableSpec] | None = None) -> pd.DataFrame:
+        """`spec`'s table, and with it (in one process) every per-API table, or those
+        `along`, not built yet."""
         if self.jobs > 1:  # the others may be worth building on the workers
             return _api_frame(self.message_list, spec)
-        pending = [spec, *(other for other in TABLES.values()
+        others = TABLES.values() if along is None else along
+        pending = [spec, *(other for other in others
                            if other.name not in self._api_tables and other is not spec)]
         frames = _api_frames(self.message_list, pending)
         self._api_tables.update(frames)
@@ -307,9 +310,17 @@ class Capture:
     def errors(self) -> pd.DataFrame:
         return self.table("errors")
 
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """Every table by name, generic ones first."""
-        return {name: self.table(name) for name in self.table_names()}
+    def tables(self, names: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+        """Every table by name, generic ones first; or the tables `names`, whose per-API
+        ones are then made together without the others, so that bodies no table asked
+        for are not decoded (`table` makes a per-API table with every other one, for the
+        next `table` to find)."""
+        if names is None:
+            return {name: self.table(name) for name in self.table_names()}
+        wanted = list(dict.fromkeys(names))
+        along = [TABLES[name] for name in wanted if name in TABLES]
+        return {name: self._api_table(TABLES[name], along) if name in TABLES else self.table(name)
+                for name in wanted}
 
     def export(self, directory: str | os.PathLike[str], format: str = "parquet") -> list[Path]:
         """Write every table to `directory` as Parquet or CSV; returns the files written."""
