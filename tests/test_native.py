@@ -2,11 +2,13 @@
 
 `decode/_record_check_c` walks a batch's records as `record_check._records_clean` does;
 `present/_verbose_records_c` writes the -V text of a batch's records as
-`verbose_records._plain_records` does (or leaves the batch to it, returning None). Both
-are compared with the Python, which stays the reference, on every record batch of the
-shipped and third-party captures and on records written here byte by byte: well formed
-(with every kind of key, value and header, varints padded to their widest, extreme
-timestamps and offsets) and then damaged or replaced by random bytes.
+`verbose_records._plain_records` does, and of a whole batch (header and records) as
+`verbose_records._batch_lines` does (or leaves them to it, returning None). All are
+compared with the Python, which stays the reference, on every record batch of the
+shipped and third-party captures and on records and batches written here byte by byte:
+well formed (with every kind of key, value and header, varints padded to their widest,
+extreme timestamps and offsets, every attribute) and then damaged or replaced by random
+bytes.
 
 Here both run side by side, whatever KDISSECT_PURE says; the rest of the suite runs
 whichever kdissect uses (run it with KDISSECT_PURE=1 to test the Python alone).
@@ -19,6 +21,7 @@ import importlib
 import io
 import itertools
 import os
+import struct
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -55,6 +58,11 @@ def write() -> Any:
     return verbose_records.configured(native(MODULES[1]))
 
 
+@pytest.fixture(scope="module")
+def write_batch(write: Any) -> Any:
+    return verbose_records.configured_batches(native(MODULES[1]))
+
+
 @pytest.mark.skipif(os.environ.get("CI") != "true", reason="CI builds the extensions; elsewhere they are optional")
 def test_ci_builds_and_tests_the_extensions() -> None:
     """In CI the extensions must be there: else the suite would test the fallback alone."""
@@ -63,6 +71,7 @@ def test_ci_builds_and_tests_the_extensions() -> None:
     assert os.environ.get("KDISSECT_PURE", "") in ("", "0")
     assert record_check._walk is not record_check._records_clean
     assert verbose_records._native_records is not None
+    assert verbose_records._native_batch is not None
 
 
 # -- the two implementations on one stretch of records ---------------------------------
@@ -96,6 +105,36 @@ def agree(walk: Any, write: Any, body: bytes, pos: int, end: int, count: int, *,
     return clean
 
 
+def python_batch(data: bytes, pos: int, index: int, branch: str, prefix: str) -> str | None:
+    """`_batch_lines`' lines joined, all in Python (its records too); None where it fails."""
+    lines: list[str] = []
+    records, verbose_records._native_records = verbose_records._native_records, None
+    try:
+        verbose_records._batch_lines(lines, data, pos, index, branch, prefix, verbose_records.hexes(len(data)))
+    except Exception:  # a damaged batch: not the Python's contract either
+        return None
+    finally:
+        verbose_records._native_records = records
+    return "\n".join(lines)
+
+
+def batch_alike(write_batch: Any, data: bytes, pos: int, *, index: int = 0, branch: str = "|   +-- ",
+                prefix: str = "|   |   ", written: bool = False) -> str | None:
+    """The C text of the batch at `pos` is the Python's wherever the C writes one; `written`:
+    the C must write it. The C text."""
+    text = write_batch(data, pos, index, branch, prefix)
+    if text is not None or written:
+        assert text == python_batch(data, pos, index, branch, prefix)
+    return text
+
+
+def remember(data: bytes, pos: int, body: bytes) -> None:
+    """`record_check.decompressed` gives `body` for the batch at `pos` of `data`, as after its check."""
+    record_check._frame[0] = data
+    record_check._bodies.clear()
+    record_check._bodies[pos + BATCH_HEADER] = body
+
+
 # -- every batch of the real captures --------------------------------------------------
 
 
@@ -115,8 +154,9 @@ def batches_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes,
     return found
 
 
-def batch_agrees(walk: Any, write: Any, data: bytes, pos: int) -> bool:
-    """A batch as `_batch_clean` and `_batch_lines` read it; whether its records are clean."""
+def batch_agrees(walk: Any, write: Any, write_batch: Any, data: bytes, pos: int) -> bool:
+    """A batch as `_batch_clean` and `_batch_lines` read it, its records and then the whole of
+    it; whether its records are clean."""
     fields = verbose_records._BATCH.unpack_from(data, pos)
     base_offset, attributes, base_time, max_time, count = fields[0], fields[5], fields[7], fields[8], fields[12]
     end, at = pos + LOG_OVERHEAD + fields[1], pos + BATCH_HEADER
@@ -130,26 +170,40 @@ def batch_agrees(walk: Any, write: Any, data: bytes, pos: int) -> bool:
         body = data
     log_append, control = bool(attributes & 0x08), bool(attributes & 0x20)
     clean = record_check._records_clean(body, at, end, count, control)
-    return agree(walk, write, body, at, end, count, control=control, base_offset=base_offset,
-                 base_time=max_time if log_append else base_time, log_append=log_append, written=clean)
+    agree(walk, write, body, at, end, count, control=control, base_offset=base_offset,
+          base_time=max_time if log_append else base_time, log_append=log_append, written=clean)
+    if attributes & 0x07:  # as the -V writer finds it: decompressed by the check just before
+        remember(data, pos, body)
+    for index, branch, prefix in ((0, "|   +-- ", "|   |   "), (12, "é+-- ", "é   ")):
+        text = batch_alike(write_batch, data, pos, index=index, branch=branch, prefix=prefix,
+                           written=clean and not control)
+        assert (text is None) is control or not clean
+    if attributes & 0x07:  # another frame checked since: the C leaves it to the Python, which decompresses it
+        record_check._frame[0] = None
+        assert write_batch(data, pos, 0, "", "") is None
+    return clean
 
 
-def captures_agree(walk: Any, write: Any, paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    batches = clean = 0
+def captures_agree(walk: Any, write: Any, write_batch: Any, paths: list[Path], monkeypatch: pytest.MonkeyPatch,
+                   *, compressed_too: bool = False) -> None:
+    batches = clean = compressed = 0
     for path in paths:
         for data, pos in batches_of(path, monkeypatch):
             batches += 1
-            clean += batch_agrees(walk, write, data, pos)
-    assert batches and clean  # the captures have clean batches, so the C text was compared
+            clean += batch_agrees(walk, write, write_batch, data, pos)
+            compressed += bool(data[pos + 22] & 0x07)
+    # the captures have clean batches (compressed ones among them), so the C text was compared
+    assert batches and clean and (compressed or not compressed_too)
 
 
-def test_every_batch_of_the_shipped_captures(walk: Any, write: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    captures_agree(walk, write, sorted(CAPTURES.glob("*.pcap")), monkeypatch)
+def test_every_batch_of_the_shipped_captures(walk: Any, write: Any, write_batch: Any,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    captures_agree(walk, write, write_batch, sorted(CAPTURES.glob("*.pcap")), monkeypatch, compressed_too=True)
 
 
-def test_every_batch_of_the_third_party_captures(walk: Any, write: Any, public_captures: Path,
+def test_every_batch_of_the_third_party_captures(walk: Any, write: Any, write_batch: Any, public_captures: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    captures_agree(walk, write, sorted(public_captures.glob("*.pcap*")), monkeypatch)
+    captures_agree(walk, write, write_batch, sorted(public_captures.glob("*.pcap*")), monkeypatch)
 
 
 # -- records written here --------------------------------------------------------------
@@ -328,3 +382,90 @@ def test_every_short_record_over_small_varints(walk: Any, write: Any) -> None:
                 clean += 1
                 agree(walk, write, body, 0, len(body), 1, written=True)
     assert clean
+
+
+# -- whole batches written here --------------------------------------------------------
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # a magic 2 batch header, as `verbose_records._BATCH`
+int16, int32, int64 = (st.integers(-(2**(bits - 1)), 2**(bits - 1) - 1) for bits in (16, 32, 64))
+heads = st.fixed_dictionaries({
+    "base_offset": st.one_of(int64, st.integers(0, 10**6)), "epoch": int32,
+    "magic": st.sampled_from([2, 2, 2, 2, 2, 1, 0, -1]), "crc": st.integers(0, 2**32 - 1),
+    "attributes": st.one_of(st.integers(0, 0x7F), int16), "last_delta": int32,
+    "base_time": stamps, "max_time": stamps, "producer_id": int64, "producer_epoch": int16,
+    "base_sequence": int32,
+    "count": st.sampled_from([0, 0, 0, -1, 1]),  # more or fewer records than there are
+    "length": st.sampled_from([0, 0, 0, -1, 1, -49, -50, None]),  # batchLength off the true one (None: int32's top)
+    "lead": st.binary(max_size=3), "trail": st.binary(max_size=3)})
+
+
+def batch_frame(head: dict[str, Any], records: list[bytes], data: bytes) -> tuple[bytes, int]:
+    """A frame holding one batch of `records` (their bytes `data`, which a compressed batch has
+    in place of them) after a few bytes: (frame, the batch's position)."""
+    length = 2**31 - 1 if head["length"] is None else BATCH_HEADER - LOG_OVERHEAD + len(data) + head["length"]
+    header = _HEADER.pack(head["base_offset"], length,
+                          head["epoch"], head["magic"], head["crc"], head["attributes"], head["last_delta"],
+                          head["base_time"], head["max_time"], head["producer_id"], head["producer_epoch"],
+                          head["base_sequence"], max(-1, len(records) + head["count"]))
+    return head["lead"] + header + data + head["trail"], len(head["lead"])
+
+
+@CHECKS
+@given(head=heads, records=st.lists(plain, max_size=3), packed=st.binary(max_size=20),
+       how=st.sampled_from([(0, "+-- ", "    "), (7, "|   |   +-- ", "|   |   |   "), (1, "é+-- ", "é   ")]))
+def test_batches_are_written_alike(write_batch: Any, head: dict[str, Any], records: list[dict[str, Any]],
+                                   packed: bytes, how: tuple[int, str, str]) -> None:
+    """Every attribute (codecs, timestamp types, control, bits beyond them), header values
+    of every width, batch lengths and record counts that do not fit."""
+    index, branch, prefix = how
+    raw = [record_bytes(record) for record in records]
+    body = b"".join(raw)
+    codec = head["attributes"] & 0x07
+    data, pos = batch_frame(head, raw, packed if codec else body)
+    if codec:
+        remember(data, pos, body or b"\x00")  # the Python decompresses an empty body again
+    batch_alike(write_batch, data, pos, index=index, branch=branch, prefix=prefix)
+
+
+@pytest.mark.parametrize("attributes", [0, 0x08, 0x10, 0x18, 0x40, 0x01, 0x0A, 0x13, 0x04, 0x20, 0x05])
+def test_a_plain_batch_is_written_by_the_c(write_batch: Any, attributes: int) -> None:
+    """Uncompressed and compressed (the check's body), either timestamp type, transactional:
+    the C writes them; a control batch and an unknown codec it leaves to the Python."""
+    records = [record_bytes(record) for record in SMALL[:2]]
+    head = {"base_offset": 1000, "epoch": 3, "magic": 2, "crc": 0xDEADBEEF, "attributes": attributes,
+            "last_delta": 1, "base_time": 1_795_952_641_840, "max_time": 1_795_952_641_999, "producer_id": -1,
+            "producer_epoch": -1, "base_sequence": -1, "count": 0, "length": 0, "lead": b"ab", "trail": b""}
+    codec = attributes & 0x07
+    data, pos = batch_frame(head, records, b"packed" if codec else b"".join(records))
+    remember(data, pos, b"".join(records))
+    text = batch_alike(write_batch, data, pos, written=not attributes & 0x20 and codec < 5)
+    assert (text is None) is bool(attributes & 0x20 or codec >= 5)
+    empty, pos = batch_frame({**head, "count": -2}, records, b"")  # no record at all: no line for them
+    remember(empty, pos, b"\x00")
+    batch_alike(write_batch, empty, pos, written=not attributes & 0x20 and codec < 5)
+
+
+def test_every_byte_of_a_small_batch_replaced_by_every_value(write_batch: Any) -> None:
+    records = [record_bytes(record) for record in SMALL[:2]]
+    head = {"base_offset": 5, "epoch": 0, "magic": 2, "crc": 1, "attributes": 0, "last_delta": 1,
+            "base_time": 1_795_952_641_840, "max_time": 1_795_952_641_840, "producer_id": 7, "producer_epoch": 1,
+            "base_sequence": 0, "count": 0, "length": 0, "lead": b"", "trail": b""}
+    data, pos = batch_frame(head, records, b"".join(records))
+    assert write_batch(data, pos, 0, "", "") is not None
+    for at in range(len(data)):
+        damaged = bytearray(data)
+        for byte in range(256):
+            damaged[at] = byte
+            frame = bytes(damaged)
+            remember(frame, pos, b"".join(records))
+            batch_alike(write_batch, frame, pos)
+
+
+@CHECKS
+@given(data=st.binary(max_size=140), pos=st.integers(-2, 80), body=st.binary(max_size=40))
+def test_random_frames_are_written_alike_or_left(write_batch: Any, data: bytes, pos: int, body: bytes) -> None:
+    remember(data, pos, body or b"\x00")
+    if pos < 0:  # never asked: the C leaves it
+        assert write_batch(data, pos, 0, "", "") is None
+    else:
+        batch_alike(write_batch, data, pos)
