@@ -1,6 +1,7 @@
 """The optional C extensions answer and write exactly as the Python they mirror.
 
-`decode/_record_check_c` walks a batch's records as `record_check._records_clean` does;
+`decode/_record_check_c` walks a batch's records as `record_check._records_clean` does,
+and a field's record batches as `record_check._entries_clean` does;
 `present/_verbose_records_c` writes the -V text of a batch's records as
 `verbose_records._plain_records` does, and of a whole batch (header and records) as
 `verbose_records._batch_lines` does (or leaves them to it, returning None). All are
@@ -29,6 +30,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_records import legacy_set, patched, record, v2_batch
 
 from kdissect import cli
 from kdissect.decode import record_check
@@ -54,6 +56,11 @@ def walk() -> Any:
 
 
 @pytest.fixture(scope="module")
+def entries() -> Any:
+    return record_check.configured(native(MODULES[0]))
+
+
+@pytest.fixture(scope="module")
 def write() -> Any:
     return verbose_records.configured(native(MODULES[1]))
 
@@ -70,6 +77,7 @@ def test_ci_builds_and_tests_the_extensions() -> None:
         importlib.import_module(name)
     assert os.environ.get("KDISSECT_PURE", "") in ("", "0")
     assert record_check._walk is not record_check._records_clean
+    assert record_check._native_entries is not None
     assert verbose_records._native_records is not None
     assert verbose_records._native_batch is not None
 
@@ -138,17 +146,26 @@ def remember(data: bytes, pos: int, body: bytes) -> None:
 # -- every batch of the real captures --------------------------------------------------
 
 
-def batches_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, int]]:
-    """(frame bytes, position) of every magic 2 record batch the decoders check in `path`."""
+def batches_of(path: Path, monkeypatch: pytest.MonkeyPatch,
+               fields: list[tuple[bytes, int, int]] | None = None) -> list[tuple[bytes, int]]:
+    """(frame bytes, position) of every magic 2 record batch the decoders check in `path`;
+    the records fields checked, (frame bytes, start, end), added to `fields`."""
     found: list[tuple[bytes, int]] = []
-    checked = record_check._batch_clean
+    checked, entries_checked = record_check._batch_clean, record_check._entries_clean
 
     def spy(data: bytes, pos: int, cap: int) -> bool:
         found.append((data, pos))
         return checked(data, pos, cap)
 
+    def entries_spy(data: bytes, start: int, end: int, cap: int) -> bool:
+        if fields is not None:
+            fields.append((data, start, end))
+        return entries_checked(data, start, end, cap)
+
     with monkeypatch.context() as patch:
+        patch.setattr(record_check, "_native_entries", None)  # the Python sees every field
         patch.setattr(record_check, "_batch_clean", spy)
+        patch.setattr(record_check, "_entries_clean", entries_spy)
         with contextlib.redirect_stdout(io.StringIO()):
             cli.main(["-j", "1", "-V", str(path)])
     return found
@@ -469,3 +486,79 @@ def test_random_frames_are_written_alike_or_left(write_batch: Any, data: bytes, 
         assert write_batch(data, pos, 0, "", "") is None
     else:
         batch_alike(write_batch, data, pos)
+
+
+# -- every entry of a records field ----------------------------------------------------
+
+batches = st.builds(lambda records, codec, transactional: v2_batch(records, codec, transactional=transactional),
+                    st.lists(record, max_size=4), st.integers(0, 4), st.booleans())
+legacy = st.builds(legacy_set, st.sampled_from([0, 1]), st.lists(record, min_size=1, max_size=3),
+                   st.sampled_from([0, 1, 2, 3]))
+
+
+
+def entries_alike(entries: Any, data: bytes, start: int = 0, end: int | None = None) -> bool | None:
+    """The C answers as `_entries_clean` for the entries of data[start:end], or leaves them to
+    it (None) only at a legacy message set. The C answer."""
+    end = len(data) if end is None else end
+    clean = entries(data, start, end, MAX_DECOMPRESSED_BYTES)
+    if clean is None:
+        assert any(data[pos + 16] in (0, 1) for pos in entry_starts(data, start, end))
+    else:
+        assert clean is record_check._entries_clean(data, start, end, MAX_DECOMPRESSED_BYTES)
+    return clean
+
+
+def entry_starts(data: bytes, pos: int, end: int) -> list[int]:
+    """Where the entries of data[pos:end] begin, as far as their sizes go and their magic can be read."""
+    starts = []
+    while pos + 17 <= end:
+        starts.append(pos)
+        pos += LOG_OVERHEAD + max(0, int.from_bytes(data[pos + 8:pos + 12], "big", signed=True))
+    return starts
+
+
+def fields_alike(entries: Any, paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    fields: list[tuple[bytes, int, int]] = []
+    for path in paths:
+        batches_of(path, monkeypatch, fields)
+    assert True in [entries_alike(entries, data, start, end) for data, start, end in fields]
+
+
+def test_every_records_field_of_the_shipped_captures(entries: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fields_alike(entries, sorted(CAPTURES.glob("*.pcap")), monkeypatch)
+
+
+def test_every_records_field_of_the_third_party_captures(entries: Any, public_captures: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    fields_alike(entries, sorted(public_captures.glob("*.pcap*")), monkeypatch)
+
+
+fields = st.lists(st.one_of(batches, legacy), min_size=1, max_size=3)
+
+
+@CHECKS
+@given(entries_bytes=fields, flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
+       crc_fixed=st.booleans(), cut=st.integers(0, 3), lead=st.binary(max_size=3))
+def test_damaged_fields_are_checked_alike(entries: Any, entries_bytes: list[bytes], flips: list[tuple[int, int]],
+                                          crc_fixed: bool, cut: int, lead: bytes) -> None:
+    """Batches of every codec and legacy message sets, bytes flipped (with the CRC made right
+    again, so that the records decide, or not), cut short."""
+    parts = []
+    for entry in entries_bytes:
+        data = bytearray(entry)
+        for at, mask in flips:
+            data[at % len(data)] ^= mask
+        parts.append(patched(bytes(data)) if crc_fixed and len(data) >= 61 and data[16] == 2 else bytes(data))
+    field = lead + b"".join(parts)
+    entries_alike(entries, field, len(lead), len(field) - cut)
+
+
+@CHECKS
+@given(data=st.binary(max_size=160), start=st.integers(-1, 20), short=st.integers(-1, 20))
+def test_random_fields_are_checked_alike(entries: Any, data: bytes, start: int, short: int) -> None:
+    end = len(data) - short
+    if start < 0 or end > len(data):  # never asked: the C leaves it
+        assert entries(data, start, end, MAX_DECOMPRESSED_BYTES) is None
+    else:
+        entries_alike(entries, data, start, end)
