@@ -569,15 +569,15 @@ class _TextSink(_Sink):
         self.prompt = _terminal(out)  # a person is reading: each line at once
         if args.verbose:
             self.prepare = functools.partial(tree_text, wide=args.wide)
-        self.chunks: list[Any] = []  # encoded text of messages not yet written (`_TextLines`, `encoded`)
+        self.chunks: list[Any] = []  # encoded text of messages not yet written (`_TextLines`)
         self.bytes_out: SpooledOutput | None = None  # where they are written (`_write_bytes`)
         self.coding = _TextLines.coding(out, args)
         if self.coding is not None:
             self.prepare = _TextLines(args, *self.coding)
-        # A message's text (-V, -x) is encoded here and written as bytes, through `chunks`,
-        # where the output is UTF-8 over bytes: one with a character beyond ASCII is encoded
-        # piece by piece (`_write_encoded`), so that only the pieces that hold one are encoded
-        # character by character, not the whole text (a third of -V's, on mixed traffic).
+        # Where the output is UTF-8 over bytes, the text (-V, -x) of a message with a character
+        # beyond ASCII is encoded here, piece by piece (`_write_encoded`): only the pieces that
+        # hold one are then encoded character by character, not the whole text (a third of
+        # -V's, on mixed traffic). The rest, most, is written as text, as before.
         self.encoded = None if self.coding is None or self.lines_only or codecs.lookup(
             self.coding[0]).name != "utf-8" else self.coding
 
@@ -619,26 +619,20 @@ class _TextSink(_Sink):
 
             lines.append(hexdump(message.frame.data))
         lines += ("", "")  # the blank line after each message
-        if self.encoded is not None and not self.prompt:
+        text = "\n".join(lines)
+        if self.encoded is None or text.isascii():
+            self.out.write(text)
+        else:
             self._write_encoded(lines, *self.encoded)
-            return
-        if self.chunks:
-            self._write_chunks()
-        self.out.write("\n".join(lines))
         if self.prompt:
             self.out.flush()
 
     def _write_encoded(self, lines: list[str], encoding: str, errors: str) -> None:
-        """A message's text, the pieces `lines` joined by newlines, encoded and kept in `chunks`."""
-        text = "\n".join(lines)
-        if text.isascii():
-            encoded = text.encode(encoding, errors)
-        else:  # joined again, from the pieces encoded
-            encoded = b"\n".join([line.encode(encoding, errors) for line in lines])
-        chunks = self.chunks
-        chunks.append(encoded)
-        if len(chunks) >= 2 * SUMMARY_BATCH:
-            self._write_chunks()
+        """The text of a message with a character beyond ASCII, the pieces `lines` joined by
+        newlines, each piece encoded by itself; written under the text written before."""
+        self.out.flush()  # the text before it, first
+        self.out.buffer.write(  # type: ignore[attr-defined]
+            b"\n".join([line.encode(encoding, errors) for line in lines]))
 
     def flush(self, *, through: bool = False) -> None:
         held = self.held
