@@ -5,6 +5,8 @@ can say, else against the messages themselves."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import math
@@ -19,9 +21,10 @@ import pandas as pd
 import pytest
 
 import kdissect
+from kdissect import cli
 from kdissect.ingest.capture import read_records
 from kdissect.pipeline import read_messages
-from tests.conftest import missing
+from tests.conftest import CAPTURES, missing
 from tests.test_cli import PRODUCERS, QUORUM, SUMMARY, TANSU
 from tests.test_cli import kdissect as run
 
@@ -188,6 +191,19 @@ def test_expert_ids_filter_and_travel_in_json(public_captures: Path):
     assert all(any(n["id"] == "kafka.request_missing" for n in r["notes"]) for r in records)
     orphans = [m for m in read_messages(capture) if not m.is_request and m.pair is None]
     assert [r["number"] for r in records] == [m.number for m in orphans]
+
+
+@pytest.mark.parametrize("options", [("-V",), ("-V", "-x", "--frames"), ("-x",)])
+def test_message_text_encoded_piece_by_piece_is_the_text(options: tuple[str, ...]):
+    """Into a file or pipe the text of -V and -x is encoded by kdissect, each piece of a message
+    with a character beyond ASCII by itself (`_TextSink._write_encoded`): the text written as
+    text (to a str, where nothing is encoded) encoded whole; output of both kinds in one."""
+    records = CAPTURES / "tansu_records.pcap"  # record headers beyond ASCII
+    written = run("-j", "1", *options, records, PRODUCERS).stdout
+    with contextlib.redirect_stdout(io.StringIO()) as text:
+        assert cli.main(["-j", "1", *options, str(records), str(PRODUCERS)]) == 0
+    assert written == text.getvalue()
+    assert written.isascii() is ("-V" not in options)  # -x shows the bytes beyond ASCII as dots
 
 
 @pytest.mark.parametrize("options", [(), ("-V",), ("-T", "json"), ("-V", "--jobs", "2")])

@@ -1,3 +1,8 @@
-"""`record_check._records_clean` in C (_record_check_c.c)."""
+"""`record_check._records_clean` and `_entries_clean` in C (_record_check_c.c)."""
+
+from collections.abc import Callable
 
 def records_clean(data: bytes, pos: int, end: int, count: int, control: bool, /) -> bool: ...
+def entries_clean(data: bytes, start: int, end: int, cap: int, /) -> bool | None: ...
+def configure(crc32c: Callable[[bytes | memoryview], int],
+              decompressed: Callable[[bytes, int, int, int, int], bytes | None], /) -> None: ...

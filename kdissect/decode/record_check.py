@@ -10,14 +10,16 @@ over each record's varints. It answers exactly as `decode_records` would
 (a test compares them on real and damaged batches); legacy message sets (magic
 0 and 1), rare and cheap, are decoded as usual.
 
-The walk over a batch's records (`_records_clean`) is also in C (`_record_check_c`),
-used where it is built unless KDISSECT_PURE=1 (`native`): the same answers, which a
-test compares.
+The walk over a batch's records (`_records_clean`), and over a field's record batches
+(`_entries_clean` but for legacy message sets, calling back for CRCs and decompression),
+are also in C (`_record_check_c`), used where it is built unless KDISSECT_PURE=1
+(`native`): the same answers, which a test compares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 
 from kdissect.decode.compression import DecompressionProblem, decompress
 from kdissect.decode.native import PURE
@@ -38,6 +40,15 @@ _CONTROL_KEY_SIZE = 4  # version int16 + type int16
 
 def records_clean(data: bytes, start: int, end: int, cap: int) -> bool:
     """Whether `decode_records(data, start, end, max_decompressed=cap)` gives no entry a note."""
+    if _native_entries is not None:
+        clean = _native_entries(data, start, end, cap)
+        if clean is not None:
+            return clean
+    return _entries_clean(data, start, end, cap)
+
+
+def _entries_clean(data: bytes, start: int, end: int, cap: int) -> bool:
+    """`records_clean` in Python: the C (`entries_clean`) leaves it legacy message sets."""
     pos = start
     while pos < end:
         if _checked(data, pos, end) is not None:  # cut short or malformed: always a note
@@ -67,15 +78,22 @@ def _batch_clean(data: bytes, pos: int, cap: int) -> bool:
     codec = fields[5] & 0x07
     if not codec:
         return _walk(data, pos + BATCH_HEADER, end, count, control)
+    body = _decompressed(data, pos + BATCH_HEADER, end, codec, cap)
+    return body is not None and _walk(body, 0, len(body), count, control)
+
+
+def _decompressed(data: bytes, start: int, end: int, codec: int, cap: int) -> bytes | None:
+    """The records decompressed from data[start:end], kept for `decompressed`; None where they
+    do not decompress (a note)."""
     try:
-        body = decompress(codec, memoryview(data)[pos + BATCH_HEADER:end], cap=cap)
+        body = decompress(codec, memoryview(data)[start:end], cap=cap)
     except DecompressionProblem:
-        return False
+        return None
     if _frame[0] is not data:
         _frame[0] = data
         _bodies.clear()
-    _bodies[pos + BATCH_HEADER] = body
-    return _walk(body, 0, len(body), count, control)
+    _bodies[start] = body
+    return body
 
 
 # The records of the last frame's compressed batches, by where their data starts: the -V
@@ -168,5 +186,27 @@ def _native_walk() -> Callable[[bytes, int, int, int, bool], bool]:
 
 
 _walk = _native_walk()  # the walk over a batch's records `_batch_clean` takes
+
+
+def _native_entries_clean() -> Callable[[bytes, int, int, int], bool | None] | None:
+    """`_entries_clean` in C (`_record_check_c.entries_clean`: None where it meets a legacy
+    message set), where it is built and KDISSECT_PURE is not set (`native`); else None."""
+    if PURE:
+        return None
+    try:
+        from kdissect.decode import _record_check_c
+    except ImportError:
+        return None
+    return configured(_record_check_c)
+
+
+def configured(native: ModuleType) -> Callable[[bytes, int, int, int], bool | None]:
+    """`entries_clean` of the C module `native`, given the Python it calls back into."""
+    native.configure(crc32c, _decompressed)
+    entries_clean: Callable[[bytes, int, int, int], bool | None] = native.entries_clean
+    return entries_clean
+
+
+_native_entries = _native_entries_clean()
 
 __all__ = ["decompressed", "records_clean"]

@@ -1,8 +1,10 @@
-/* The -V lines of the records of a batch that is not a control batch, in C: optional, and
- * byte for byte the text of the Python it mirrors (verbose_records.py stays the reference
- * and the fallback; a test compares the two on every batch of the shipped captures and on
- * random ones).
+/* The -V lines of a batch that is not a control batch, in C: optional, and byte for byte
+ * the text of the Python it mirrors (verbose_records.py stays the reference and the
+ * fallback; a test compares the two on every batch of the shipped captures and on random
+ * ones).
  *
+ *   plain_batch    mirrors verbose_records._batch_lines (the batch's line, its header's
+ *                  and its records', joined by newlines) but for control batches
  *   plain_records  mirrors verbose_records._plain_records (the records of a batch, joined
  *                  by newlines: what the lines it appends one by one give once joined)
  *   headers_text   mirrors verbose_records._headers_text
@@ -13,11 +15,14 @@
  * Timestamps are shown by calling verbose_records._timestamp (remembered here from one
  * record to the next: the records of a batch mostly share one), header keys that are not
  * printable ASCII by calling `tree.printable`. These and the fixed tails come from
- * `configure`, called once when verbose_records is imported.
+ * `configure`, the batch header's names and tails from `configure_batches`, both called
+ * once when verbose_records is imported. A compressed batch's records are the ones the
+ * check decompressed just before (`record_check.decompressed`, called back).
  *
  * The Python reads a body the fast path found clean (`record_check.records_clean`). On
- * anything else (a read past the end, a value beyond 64 bits) plain_records returns None
- * before writing anything, and the Python writes the batch as it would have.
+ * anything else (a read past the end, a value beyond 64 bits, a control batch, records
+ * the check did not decompress) plain_batch and plain_records return None, and the Python
+ * writes the batch as it would have.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -57,7 +62,7 @@ grow(Buf *b, Py_ssize_t more)
 static inline int
 put(Buf *b, const char *text, Py_ssize_t n)
 {
-    if (n == 0)
+    if (n <= 0) /* nothing; never less, but the compiler cannot know it */
         return 0;
     if (grow(b, n) < 0)
         return -1;
@@ -427,6 +432,54 @@ record_text(Buf *b, const Batch *batch, Py_ssize_t pos, int64_t index, int64_t c
     return done;
 }
 
+/* The records of a batch that is not a control batch, `count` of them from `pos` of the
+ * body: `_plain_records`' lines joined by newlines, written to `text`. `last` keeps the
+ * last timestamp shown (the batch header's may be the first record's). */
+static int
+records_text(Buf *text, const unsigned char *body, Py_ssize_t size, Py_ssize_t pos, long long count,
+             int64_t base_offset, int64_t base_time, int log_append, const char *prefix, Py_ssize_t plen,
+             LastTimestamp *last)
+{
+    Batch batch = {body, size, prefix, plen, {NULL, NULL}, log_append, base_offset, base_time, NULL, NULL,
+                   last};
+    Buf lines = {NULL, 0, 0}, shown = {NULL, 0, 0};
+    batch.lines = &lines;
+    batch.shown = &shown;
+    char *below = PyMem_Malloc(2 * (plen + 8));
+    if (below == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    batch.below[0] = below;
+    batch.below[1] = below + plen + 8;
+    memcpy(batch.below[0], prefix, plen);
+    memcpy(batch.below[0] + plen, "|       ", 8);
+    memcpy(batch.below[1], prefix, plen);
+    memcpy(batch.below[1] + plen, "        ", 8);
+    int done = DONE;
+    for (long long index = 0; index < count && done == DONE; index++) {
+        if (index && PUT(text, "\n") < 0)
+            done = FAILED;
+        else
+            done = record_text(text, &batch, pos, index, count, &pos);
+    }
+    PyMem_Free(lines.data);
+    PyMem_Free(shown.data);
+    PyMem_Free(below);
+    return done;
+}
+
+/* The text written, as str; None where the Python must write it; NULL on an error. */
+static PyObject *
+text_result(int done, Buf *text)
+{
+    if (done == DONE)
+        return PyUnicode_DecodeUTF8(text->data ? text->data : "", text->len, "strict");
+    if (done == REFUSED)
+        Py_RETURN_NONE;
+    return NULL;
+}
+
 PyDoc_STRVAR(plain_records_doc,
 "plain_records(body, pos, count, base_offset, base_time, log_append, prefix, /)\n--\n\n"
 "The text of `verbose_records._plain_records` (its lines joined by newlines), or None where\n"
@@ -443,59 +496,252 @@ plain_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "plain_records before configure");
         return NULL;
     }
-    Batch batch;
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), plen;
     long long count = PyLong_AsLongLong(args[2]);
     int overflow_offset, overflow_time;
-    batch.base_offset = PyLong_AsLongLongAndOverflow(args[3], &overflow_offset);
-    batch.base_time = PyLong_AsLongLongAndOverflow(args[4], &overflow_time);
-    batch.log_append = PyObject_IsTrue(args[5]);
-    batch.prefix = PyUnicode_AsUTF8AndSize(args[6], &batch.plen);
-    if (PyErr_Occurred() || batch.log_append < 0)
+    int64_t base_offset = PyLong_AsLongLongAndOverflow(args[3], &overflow_offset);
+    int64_t base_time = PyLong_AsLongLongAndOverflow(args[4], &overflow_time);
+    int log_append = PyObject_IsTrue(args[5]);
+    const char *prefix = PyUnicode_AsUTF8AndSize(args[6], &plen);
+    if (PyErr_Occurred() || log_append < 0)
         return NULL;
     if (overflow_offset || overflow_time)
         Py_RETURN_NONE;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    batch.body = view.buf;
-    batch.size = view.len;
-    Buf text = {NULL, 0, 0}, lines = {NULL, 0, 0}, shown = {NULL, 0, 0};
+    Buf text = {NULL, 0, 0};
     LastTimestamp last = {0, NULL};
-    batch.lines = &lines;
-    batch.shown = &shown;
-    batch.last = &last;
-    char *below = PyMem_Malloc(2 * (batch.plen + 8));
-    if (below == NULL) {
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
-    batch.below[0] = below;
-    batch.below[1] = below + batch.plen + 8;
-    memcpy(batch.below[0], batch.prefix, batch.plen);
-    memcpy(batch.below[0] + batch.plen, "|       ", 8);
-    memcpy(batch.below[1], batch.prefix, batch.plen);
-    memcpy(batch.below[1] + batch.plen, "        ", 8);
-    int done = DONE;
-    for (long long index = 0; index < count && done == DONE; index++) {
-        if (index && PUT(&text, "\n") < 0)
-            done = FAILED;
-        else
-            done = record_text(&text, &batch, pos, index, count, &pos);
-    }
+    int done = records_text(&text, view.buf, view.len, pos, count, base_offset, base_time, log_append, prefix,
+                            plen, &last);
     PyBuffer_Release(&view);
     Py_XDECREF(last.shown);
-    PyObject *result = NULL;
-    if (done == DONE)
-        result = PyUnicode_DecodeUTF8(text.data ? text.data : "", text.len, "strict");
-    else if (done == REFUSED) {
-        result = Py_None;
-        Py_INCREF(result);
-    }
+    PyObject *result = text_result(done, &text);
     PyMem_Free(text.data);
-    PyMem_Free(lines.data);
-    PyMem_Free(shown.data);
-    PyMem_Free(below);
+    return result;
+}
+
+/* -- a whole batch ----------------------------------------------------------------------- */
+
+/* UTF-8 text held by a str kept in `batch_texts` */
+typedef struct {
+    const char *text;
+    Py_ssize_t len;
+} Text;
+
+#define HEADER_FIELDS 13
+#define BATCH_HEADER 61 /* records.BATCH_HEADER: the header's bytes */
+#define LOG_OVERHEAD 12 /* records.LOG_OVERHEAD: baseOffset and batchLength */
+#define ATTRIBUTES 5    /* the attributes' place among the fields: their bits follow them */
+#define BITS 5
+#define CODECS 5        /* compression.COMPRESSION_NAMES: the codecs a clean batch can have */
+
+/* the size of each field of the header, in wire order (record_nodes.BATCH_FIELDS) */
+static const int field_sizes[HEADER_FIELDS] = {8, 4, 4, 1, 4, 2, 4, 8, 8, 8, 2, 4, 4};
+
+static PyObject *decompressed_fn; /* record_check.decompressed */
+static PyObject *batch_texts;     /* the tuple of str the Texts below point into */
+static Text field_heads[HEADER_FIELDS], field_tails[HEADER_FIELDS]; /* "baseOffset int64", its tail */
+static Text bit_heads[BITS], bit_tails[BITS]; /* "compression string", its tail */
+static Text codec_names[CODECS], decompressed_tails[CODECS], timestamp_types[2];
+
+static inline int
+put_text(Buf *b, Text text)
+{
+    return put(b, text.text, text.len);
+}
+
+static int64_t
+big_endian(const unsigned char *at, int size)
+{
+    uint64_t value = 0;
+    for (int i = 0; i < size; i++)
+        value = value << 8 | at[i];
+    int shift = 64 - 8 * size; /* sign-extended: every field but the crc is signed */
+    return shift ? (int64_t)(value << shift) >> shift : (int64_t)value;
+}
+
+/* `count_text(count)` */
+static int
+put_counted(Buf *b, int64_t count)
+{
+    return (put_int(b, count) < 0 || (count == 1 ? PUT(b, " record") : PUT(b, " records")) < 0) ? -1 : 0;
+}
+
+/* The lines of the magic 2 batch at `pos` of `data` (the frame's bytes, `frame` the object
+ * holding them) that `_batch_lines` writes, to `b`: its line, its header's 13 lines and its
+ * attributes' 5 bits (`_batch_header`), its records' line (and the decompressed one) and
+ * its records (`records_text`). REFUSED for a control batch, and for anything a clean batch
+ * does not hold. */
+static int
+batch_text(Buf *b, PyObject *frame, const unsigned char *data, Py_ssize_t size, Py_ssize_t pos,
+           int64_t index, const char *branch, Py_ssize_t blen, const char *prefix, Py_ssize_t plen)
+{
+    if (pos < 0 || pos > size - BATCH_HEADER)
+        return REFUSED;
+    int64_t fields[HEADER_FIELDS];
+    const unsigned char *at = data + pos;
+    for (int i = 0; i < HEADER_FIELDS; i++) {
+        fields[i] = big_endian(at, field_sizes[i]);
+        at += field_sizes[i];
+    }
+    fields[4] &= 0xFFFFFFFF; /* the crc is unsigned */
+    int64_t attributes = fields[ATTRIBUTES], count = fields[12];
+    int codec = (int)(attributes & 0x07), control = (attributes & 0x20) != 0;
+    /* a control batch is the Python's; a clean batch has a known codec, a count that is not
+     * negative, and a length that holds its header within the frame */
+    if (fields[3] != 2 || control || attributes < 0 || codec >= CODECS || count < 0
+            || fields[1] < BATCH_HEADER - LOG_OVERHEAD || fields[1] > size - pos - LOG_OVERHEAD)
+        return REFUSED;
+    Py_ssize_t end = pos + LOG_OVERHEAD + (Py_ssize_t)fields[1], records = pos + BATCH_HEADER;
+    int log_append = (attributes & 0x08) != 0;
+    Text compression = codec_names[codec], timestamp_type = timestamp_types[log_append];
+
+    /* the records: in the frame, or decompressed by the check just before (the Python
+     * decompresses them again where the check did not) */
+    PyObject *decompressed = NULL;
+    Py_buffer view = {0};
+    const unsigned char *body = data;
+    Py_ssize_t body_size = size;
+    if (codec) {
+        PyObject *start = PyLong_FromSsize_t(records);
+        if (start == NULL)
+            return FAILED;
+        decompressed = PyObject_CallFunctionObjArgs(decompressed_fn, frame, start, NULL);
+        Py_DECREF(start);
+        if (decompressed == NULL)
+            return FAILED;
+        if (decompressed == Py_None) {
+            Py_DECREF(decompressed);
+            return REFUSED;
+        }
+        if (PyObject_GetBuffer(decompressed, &view, PyBUF_SIMPLE) < 0) {
+            Py_DECREF(decompressed);
+            return FAILED;
+        }
+        body = view.buf;
+        body_size = view.len;
+    }
+
+    LastTimestamp last = {0, NULL};
+    int failed = 0;
+    /* {branch}RecordBatch[{index}] RecordBatch = {counted}, offset {base_offset}{added}
+     * [..] record batch, magic 2 */
+    failed = put(b, branch, blen) < 0 || PUT(b, "RecordBatch[") < 0 || put_int(b, index) < 0
+             || PUT(b, "] RecordBatch = ") < 0 || put_counted(b, count) < 0 || PUT(b, ", offset ") < 0
+             || put_int(b, fields[0]) < 0
+             || (codec && (PUT(b, ", ") < 0 || put_text(b, compression) < 0))
+             || ((attributes & 0x10) && PUT(b, ", transactional") < 0)
+             || put_span(b, pos, end - pos) < 0 || PUT(b, " record batch, magic 2") < 0;
+    /* the header's fields: {prefix}+-- {head} = {display} [..]{tail}, the attributes' bits
+     * after them: {prefix}|   +-- [{head} = {value}] [.., 0B]{tail} */
+    Py_ssize_t field_at = pos;
+    for (int i = 0; i < HEADER_FIELDS && !failed; i++) {
+        failed = PUT(b, "\n") < 0 || put(b, prefix, plen) < 0 || PUT(b, "+-- ") < 0
+                 || put_text(b, field_heads[i]) < 0 || PUT(b, " = ") < 0;
+        if (failed)
+            break;
+        char hex[24];
+        switch (i) {
+        case 4: /* f"0x{crc:08x} (correct)" */
+            snprintf(hex, sizeof hex, "0x%08llx", (unsigned long long)fields[4]);
+            failed = put(b, hex, (Py_ssize_t)strlen(hex)) < 0 || PUT(b, " (correct)") < 0;
+            break;
+        case ATTRIBUTES: /* f"0x{attributes:04x} ({compression}, {timestamp_type})" */
+            snprintf(hex, sizeof hex, "0x%04llx", (unsigned long long)attributes);
+            failed = put(b, hex, (Py_ssize_t)strlen(hex)) < 0 || PUT(b, " (") < 0
+                     || put_text(b, compression) < 0 || PUT(b, ", ") < 0 || put_text(b, timestamp_type) < 0
+                     || PUT(b, ")") < 0;
+            break;
+        case 7: case 8: /* baseTimestamp, maxTimestamp */
+            failed = put_timestamp(b, &last, fields[i]) < 0;
+            break;
+        default:
+            failed = put_int(b, fields[i]) < 0;
+        }
+        failed = failed || put_span(b, field_at, field_sizes[i]) < 0 || put_text(b, field_tails[i]) < 0;
+        if (i == ATTRIBUTES) {
+            Text values[BITS] = {compression, timestamp_type, {"false", 5}, {"false", 5}, {"false", 5}};
+            for (int bit = 0; bit < 3; bit++)
+                if (attributes & (0x10 << bit)) /* transactional, control, delete horizon */
+                    values[2 + bit] = (Text){"true", 4};
+            for (int bit = 0; bit < BITS && !failed; bit++)
+                failed = PUT(b, "\n") < 0 || put(b, prefix, plen) < 0 || PUT(b, "|   +-- [") < 0
+                         || put_text(b, bit_heads[bit]) < 0 || PUT(b, " = ") < 0 || put_text(b, values[bit]) < 0
+                         || PUT(b, "]") < 0 || put_span(b, field_at, 0) < 0 || put_text(b, bit_tails[bit]) < 0;
+        }
+        field_at += field_sizes[i];
+    }
+    /* the records' line: {prefix}+-- records ..., then the records under {prefix}    */
+    Py_ssize_t records_plen = plen + 4 + (codec ? 4 : 0);
+    char *records_prefix = PyMem_Malloc(records_plen + 1);
+    if (records_prefix == NULL) {
+        PyErr_NoMemory();
+        failed = 1;
+    }
+    else {
+        memcpy(records_prefix, prefix, plen);
+        memcpy(records_prefix + plen, "        ", records_plen - plen);
+    }
+    if (!failed && !codec)
+        failed = PUT(b, "\n") < 0 || put(b, prefix, plen) < 0 || PUT(b, "+-- records []Record = ") < 0
+                 || put_counted(b, count) < 0 || put_span(b, records, end - records) < 0
+                 || PUT(b, " the records of the batch") < 0;
+    else if (!failed)
+        failed = PUT(b, "\n") < 0 || put(b, prefix, plen) < 0 || PUT(b, "+-- records bytes = ") < 0
+                 || put_int(b, end - records) < 0 || PUT(b, " bytes of ") < 0 || put_text(b, compression) < 0
+                 || PUT(b, " data, ") < 0 || put_int(b, body_size) < 0 || PUT(b, " bytes decompressed") < 0
+                 || put_span(b, records, end - records) < 0
+                 || PUT(b, " the records of the batch, compressed\n") < 0
+                 || put(b, records_prefix, plen + 4) < 0 || PUT(b, "+-- [decompressed []Record = ") < 0
+                 || put_counted(b, count) < 0 || PUT(b, "]") < 0 || put_span(b, 0, body_size) < 0
+                 || put_text(b, decompressed_tails[codec]) < 0;
+    int done = failed ? FAILED : DONE;
+    if (done == DONE && count) { /* the records' lines: none for none */
+        done = PUT(b, "\n") < 0 ? FAILED
+               : records_text(b, body, body_size, codec ? 0 : records, count, fields[0],
+                              log_append ? fields[8] : fields[7], log_append, records_prefix, records_plen,
+                              &last);
+    }
+    PyMem_Free(records_prefix);
+    Py_XDECREF(last.shown);
+    if (decompressed != NULL) {
+        PyBuffer_Release(&view);
+        Py_DECREF(decompressed);
+    }
+    return done;
+}
+
+PyDoc_STRVAR(plain_batch_doc,
+"plain_batch(data, pos, index, branch, prefix, /)\n--\n\n"
+"The text of `verbose_records._batch_lines` for the batch at `pos` (its lines joined by\n"
+"newlines), or None where the Python must write it: a control batch, or anything unusual.");
+
+static PyObject *
+plain_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "plain_batch takes 5 arguments");
+        return NULL;
+    }
+    if (timestamp_fn == NULL || batch_texts == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "plain_batch before configure");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), blen, plen;
+    long long index = PyLong_AsLongLong(args[2]);
+    const char *branch = PyUnicode_AsUTF8AndSize(args[3], &blen);
+    const char *prefix = branch == NULL ? NULL : PyUnicode_AsUTF8AndSize(args[4], &plen);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Buf text = {NULL, 0, 0};
+    int done = batch_text(&text, args[0], view.buf, view.len, pos, index, branch, blen, prefix, plen);
+    PyBuffer_Release(&view);
+    PyObject *result = text_result(done, &text);
+    PyMem_Free(text.data);
     return result;
 }
 
@@ -525,9 +771,88 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* The str at `index` of the tuple `items` (or of its tuple at `inner`, when not -1) as a
+ * Text; -1 with TypeError where it is not there. */
+static int
+text_at(PyObject *items, Py_ssize_t index, Py_ssize_t inner, Text *text)
+{
+    PyObject *item = PyTuple_Check(items) && index < PyTuple_GET_SIZE(items) ? PyTuple_GET_ITEM(items, index) : NULL;
+    if (item != NULL && inner >= 0)
+        item = PyTuple_Check(item) && inner < PyTuple_GET_SIZE(item) ? PyTuple_GET_ITEM(item, inner) : NULL;
+    if (item == NULL || !PyUnicode_Check(item)) {
+        PyErr_SetString(PyExc_TypeError, "configure_batches: a text is missing");
+        return -1;
+    }
+    text->text = PyUnicode_AsUTF8AndSize(item, &text->len);
+    return text->text == NULL ? -1 : 0;
+}
+
+PyDoc_STRVAR(configure_batches_doc,
+"configure_batches(decompressed, fields, bits, codecs, timestamp_types, /)\n--\n\n"
+"What `plain_batch` writes beside the records, from verbose_records: `record_check.decompressed`;\n"
+"the header's fields as (name and type, size, tail), in wire order; the attributes' bits as\n"
+"(name and type, tail); each codec's (name, tail of its decompressed records), by number;\n"
+"the names of the two timestamp types.");
+
+static PyObject *
+configure_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "configure_batches takes 5 arguments");
+        return NULL;
+    }
+    PyObject *fields = args[1], *bits = args[2], *codecs = args[3], *types = args[4];
+    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != HEADER_FIELDS || !PyTuple_Check(bits)
+            || PyTuple_GET_SIZE(bits) != BITS || !PyTuple_Check(codecs) || PyTuple_GET_SIZE(codecs) != CODECS
+            || !PyTuple_Check(types) || PyTuple_GET_SIZE(types) != 2) {
+        PyErr_SetString(PyExc_TypeError, "configure_batches: tuples of 13 fields, 5 bits, 5 codecs, 2 types");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < HEADER_FIELDS; i++) { /* the sizes C reads the header by */
+        PyObject *field = PyTuple_GET_ITEM(fields, i);
+        PyObject *size = PyTuple_Check(field) && PyTuple_GET_SIZE(field) == 3 ? PyTuple_GET_ITEM(field, 1) : NULL;
+        if (size == NULL || !PyLong_Check(size) || PyLong_AsLong(size) != field_sizes[i]) {
+            PyErr_SetString(PyExc_ValueError, "configure_batches: the header's fields are not the C's");
+            return NULL;
+        }
+    }
+    PyObject *kept = PyTuple_Pack(4, fields, bits, codecs, types); /* holds the texts */
+    if (kept == NULL)
+        return NULL;
+    Text heads[HEADER_FIELDS], tails[HEADER_FIELDS], bheads[BITS], btails[BITS], names[CODECS],
+        dtails[CODECS], ttypes[2];
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < HEADER_FIELDS && !failed; i++)
+        failed = text_at(fields, i, 0, &heads[i]) < 0 || text_at(fields, i, 2, &tails[i]) < 0;
+    for (Py_ssize_t i = 0; i < BITS && !failed; i++)
+        failed = text_at(bits, i, 0, &bheads[i]) < 0 || text_at(bits, i, 1, &btails[i]) < 0;
+    for (Py_ssize_t i = 0; i < CODECS && !failed; i++)
+        failed = text_at(codecs, i, 0, &names[i]) < 0 || text_at(codecs, i, 1, &dtails[i]) < 0;
+    for (Py_ssize_t i = 0; i < 2 && !failed; i++)
+        failed = text_at(types, i, -1, &ttypes[i]) < 0;
+    if (failed) {
+        Py_DECREF(kept);
+        return NULL;
+    }
+    memcpy(field_heads, heads, sizeof heads);
+    memcpy(field_tails, tails, sizeof tails);
+    memcpy(bit_heads, bheads, sizeof bheads);
+    memcpy(bit_tails, btails, sizeof btails);
+    memcpy(codec_names, names, sizeof names);
+    memcpy(decompressed_tails, dtails, sizeof dtails);
+    memcpy(timestamp_types, ttypes, sizeof ttypes);
+    Py_INCREF(args[0]);
+    Py_XSETREF(decompressed_fn, args[0]);
+    Py_XSETREF(batch_texts, kept);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"plain_records", (PyCFunction)(void (*)(void))plain_records, METH_FASTCALL, plain_records_doc},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL, configure_doc},
+    {"plain_batch", (PyCFunction)(void (*)(void))plain_batch, METH_FASTCALL, plain_batch_doc},
+    {"configure_batches", (PyCFunction)(void (*)(void))configure_batches, METH_FASTCALL,
+     configure_batches_doc},
     {NULL, NULL, 0, NULL},
 };
 

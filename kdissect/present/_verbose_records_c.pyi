@@ -1,4 +1,4 @@
-"""`verbose_records._plain_records` in C (_verbose_records_c.c)."""
+"""`verbose_records._plain_records` and `_batch_lines` in C (_verbose_records_c.c)."""
 
 from collections.abc import Callable
 
@@ -7,3 +7,7 @@ def plain_records(body: bytes, pos: int, count: int, base_offset: int, base_time
 def configure(timestamp: Callable[[int], str], value_display: Callable[[bytes], str],
               printable: Callable[[str], str], create_time_tail: str, log_append_tail: str,
               offset_tail: str, /) -> None: ...
+def plain_batch(data: bytes, pos: int, index: int, branch: str, prefix: str, /) -> str | None: ...
+def configure_batches(decompressed: Callable[[bytes, int], bytes | None], fields: tuple[tuple[str, int, str], ...],
+                      bits: tuple[tuple[str, str], ...], codecs: tuple[tuple[str, str], ...],
+                      timestamp_types: tuple[str, str], /) -> None: ...

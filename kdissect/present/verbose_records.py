@@ -11,9 +11,9 @@ text is the same once the lines are joined). Legacy message sets
 are tagged-field blocks that are not empty (`tagged_lines`); anything else is
 refused and the message is written the old way.
 
-The records of a batch that is not a control batch are written by C where it is
-built (`_verbose_records_c`, mirroring `_plain_records`; KDISSECT_PURE=1 turns it
-off, see `kdissect.decode.native`): the same text, which a test compares.
+A batch that is not a control batch is written by C where it is built
+(`_verbose_records_c`, mirroring `_batch_lines` and `_plain_records`; KDISSECT_PURE=1
+turns it off, see `kdissect.decode.native`): the same text, which a test compares.
 """
 
 from __future__ import annotations
@@ -138,9 +138,13 @@ def records_lines(lines: list[str], data: bytes, value: bytes | None, pos: int, 
         row_lines(rows, below, lines)
         return stop
     entry_branch, continued, ended = below + "+-- ", below + "|   ", below + "    "
-    last = count - 1
+    last, native = count - 1, _native_batch
     for index, at in enumerate(batches):
-        _batch_lines(lines, data, at, index, entry_branch, continued if index < last else ended, H)
+        inner = continued if index < last else ended
+        if native is None or (text := native(data, at, index, entry_branch, inner)) is None:
+            _batch_lines(lines, data, at, index, entry_branch, inner, H)
+        else:
+            lines.append(text)
     return stop
 
 
@@ -151,6 +155,8 @@ _CONTROL_VALUE = struct.Struct(">hi")
 _BIT_ABOUTS = ("bits 0-2: compression codec", "bit 3", "bit 4", "bit 5: transaction markers",
                "bit 6: baseTimestamp is the delete horizon")
 _BIT_TAILS = [generated_tail(about) for about in _BIT_ABOUTS]
+_BIT_NAMES = ("compression string", "timestampType string", "isTransactional bool", "isControl bool",
+              "hasDeleteHorizon bool")  # the bits' name and type: their values are the batch's
 
 
 def _batch_header_writer() -> Callable[..., str]:
@@ -162,9 +168,8 @@ def _batch_header_writer() -> Callable[..., str]:
         return text.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{").replace("}", "}}")
 
     parts, at = [], 0
-    bits = ("compression string = {compression}", "timestampType string = {timestamp_type}",
-            "isTransactional bool = {transactional}", "isControl bool = {control}",
-            "hasDeleteHorizon bool = {horizon}")
+    bits = [f"{name} = {{{value}}}" for name, value in zip(
+        _BIT_NAMES, ("compression", "timestamp_type", "transactional", "control", "horizon"), strict=True)]
     for place, (head, size, tail) in enumerate(_BATCH_LINES):
         parts.append(f"{{child}}{literal(head)} = {{d{place}}} [{{H[p + {at}]}}, {size}B]{literal(tail)}")
         if place == _ATTRIBUTES:
@@ -462,16 +467,21 @@ def _timestamp(milliseconds: int) -> str:
 PlainRecords = Callable[[bytes, int, int, int, int, bool, str], str | None]
 
 
-def _native() -> PlainRecords | None:
-    """`_plain_records` in C (`_verbose_records_c`), where it is built and KDISSECT_PURE is not
-    set (`native`): the records' text, or None where it leaves them to the Python."""
+# (frame, position, index, branch, prefix) -> the batch's lines joined, or None: `plain_batch`
+# of `_verbose_records_c`
+PlainBatch = Callable[[bytes, int, int, str, str], str | None]
+
+
+def _native() -> tuple[PlainRecords, PlainBatch] | tuple[None, None]:
+    """`_plain_records` and `_batch_lines` in C (`_verbose_records_c`), where it is built and
+    KDISSECT_PURE is not set (`native`): the text, or None where they leave it to the Python."""
     if PURE:
-        return None
+        return None, None
     try:
         from kdissect.present import _verbose_records_c
     except ImportError:
-        return None
-    return configured(_verbose_records_c)
+        return None, None
+    return configured(_verbose_records_c), configured_batches(_verbose_records_c)
 
 
 def configured(native: ModuleType) -> PlainRecords:
@@ -481,6 +491,17 @@ def configured(native: ModuleType) -> PlainRecords:
     return plain_records
 
 
-_native_records = _native()
+def configured_batches(native: ModuleType) -> PlainBatch:
+    """`plain_batch` of the C module `native` (configured by `configured`), given what it writes
+    beside the records: the header's lines, the attributes' bits, each codec's name and tail."""
+    codecs = tuple((COMPRESSION_NAMES[codec], _decompressed_tail(COMPRESSION_NAMES[codec]))
+                   for codec in range(len(COMPRESSION_NAMES)))
+    native.configure_batches(decompressed, tuple(_BATCH_LINES), tuple(zip(_BIT_NAMES, _BIT_TAILS, strict=True)),
+                             codecs, rec.TIMESTAMP_TYPES)
+    plain_batch: PlainBatch = native.plain_batch
+    return plain_batch
+
+
+_native_records, _native_batch = _native()
 
 __all__ = ["HEXES", "Hexes", "Refused", "hexes", "records_lines", "tagged_lines"]
