@@ -646,8 +646,7 @@ class _TextSink(_Sink):
         """The text of a message with a character beyond ASCII, the pieces `lines` joined by
         newlines, each piece encoded by itself; written under the text written before."""
         self.out.flush()  # the text before it, first
-        self.out.buffer.write(  # type: ignore[attr-defined]
-            b"\n".join([line.encode(encoding, errors) for line in lines]))
+        self.out.buffer.write(_encoded_pieces(lines, encoding, errors))  # type: ignore[attr-defined]
 
     def flush(self, *, through: bool = False) -> None:
         held = self.held
@@ -754,8 +753,7 @@ class _TextLines:
         text = "\n".join(pieces)
         if text.isascii() or not self.utf8:
             return text.encode(self.encoding, self.errors), notes
-        # as _TextSink._write_encoded: only the pieces beyond ASCII are encoded a character at a time
-        return b"\n".join([piece.encode(self.encoding, self.errors) for piece in pieces]), notes
+        return _encoded_pieces(pieces, self.encoding, self.errors), notes
 
 
 class _JsonLines:
@@ -802,6 +800,13 @@ def _write_bytes(out: IO[str], chunks: list[Any], bytes_out: SpooledOutput | Non
     bytes_out.write(chunks)
     chunks.clear()
     return bytes_out
+
+
+def _encoded_pieces(pieces: list[str], encoding: str, errors: str) -> bytes:
+    """`"\n".join(pieces)` in UTF-8, encoded piece by piece: when one piece holds a character
+    beyond ASCII, only that piece goes through the encoder a character at a time, where the
+    joined text would go so whole (`_TextSink._write_encoded`, `_TextLines`)."""
+    return b"\n".join([piece.encode(encoding, errors) for piece in pieces])
 
 
 NUMBERED_NOTES = frozenset({"kafka.duplicate_correlation_id", "kafka.response_out_of_order"})
