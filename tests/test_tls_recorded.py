@@ -341,6 +341,7 @@ def record_resumed(pcap: Path, version: str) -> dict[str, Any]:
     from tools.tls_peer import TlsPeer, client_context, self_signed_certificate, server_context
 
     keylog = pcap.with_suffix(".keys")
+    keylog.unlink(missing_ok=True)  # OpenSSL appends: a retried recording must not keep the keys of the one before
     context = client_context(keylog, version)
     server = server_context(*self_signed_certificate(pcap.parent))
     reused = []
