@@ -80,11 +80,21 @@ def message_lines(message: Message, lines: list[str]) -> bool:
     key, version = message.api_key, message.api_version
     if key is None or version is None:
         return False
-    layout = _layout_of(key, version, message.kind)  # None: no plan for this message
+    layout = _layouts.get((key, version, message.kind))  # `_layout_of`, its lookup inline
     if layout is None:
-        return False
+        layout = _layout_of(key, version, message.kind)
+        if layout is None:  # no plan for this message
+            return False
     values = message.fast_values(keep=False)
-    return values is not None and _lines(message.frame.data, version, values, layout, lines)
+    if values is None:
+        return False
+    mark = len(lines)  # `_lines`, inline: one call fewer for every message
+    try:
+        _message_lines(message.frame.data, version, values, layout, lines)
+    except Refused:
+        del lines[mark:]
+        return False
+    return True
 
 
 def frame_text(data: bytes, kind: str, api_key: int, version: int, body: Values) -> str | None:
@@ -120,9 +130,10 @@ def _lines(data: bytes, version: int, body: Values, layout: _Layout, lines: list
 _UNSET = object()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Layout:
-    """What every message of one (API, version, direction) shares."""
+    """What every message of one (API, version, direction) shares; the writer of its body,
+    for bodies without generated values (most), is kept here once made."""
 
     title: str  # the message's name, "message" and its version
     header_title: str  # the header's name and version
@@ -134,6 +145,7 @@ class _Layout:
     body: StructPlan
     displays: Mapping[str, Display]
     generated_values: Callable[[Values], Generated] | None
+    body_writer: StructWriter | None = None
 
 
 _layouts: dict[tuple[int, int, str], _Layout | None] = {}
@@ -171,7 +183,13 @@ def _message_lines(data: bytes, version: int, values: Values, layout: _Layout, l
     layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED, H)
     lines.append(f"+-- {layout.body_title} [{H[header_end]}, {size - header_end}B]{layout.body_about}")
     generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
-    _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated, H)
+    if generated:
+        writer = _writer(layout.body, layout.displays, True)
+    else:
+        writer = layout.body_writer
+        if writer is None:
+            writer = layout.body_writer = _writer(layout.body, layout.displays, False)
+    writer(lines, values, header_end, "    ", data, generated, H)
 
 
 def _api_key_display(value: int) -> str:
@@ -272,10 +290,6 @@ _FOLLOWS = [follow_tail(count) for count in range(256)]  # of the common lengths
 _COUNTS = [count_display(count) for count in range(256)]
 
 
-def string_size(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode())
-
-
 class _Source:
     """Python source of one writer, line by line; local names unique within it."""
 
@@ -286,7 +300,7 @@ class _Source:
             "printable": printable, "hex_display": hex_display,
             "uvarint_size": uvarint_size, "follow_tail": follow_tail, "count_display": count_display,
             "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text,
-            "string_size": string_size, "records_lines": records_lines, "tagged_lines": tagged_lines,
+            "records_lines": records_lines, "tagged_lines": tagged_lines,
             "TRUTH": ("false", "true"),
             "FOLLOWS": _FOLLOWS, "COUNTS": _COUNTS,
         }
@@ -405,10 +419,14 @@ class _Generator:
         branch = out.fresh("b")
         self.pure(indent, f"{branch} = {prefix} + '+-- '")
         nested = [f for f in plan.fields if f.kind in (Kind.ARRAY, Kind.STRUCT, Kind.RECORDS)]
-        continued = out.fresh("cm")
-        self.pure(indent, f"{continued} = {prefix} + '|   '")
+        continued = ""  # the prefix below a field with children, or with generated values after it
+        if nested or self.generated:
+            continued = out.fresh("cm")
+            self.pure(indent, f"{continued} = {prefix} + '|   '")
         ended = ""
-        if nested or plan.flexible:
+        if plan.flexible and not self.generated:  # only an uncommon tagged-field block needs it
+            ended = f"{prefix} + '    '"
+        elif nested or plan.flexible:
             ended = out.fresh("ce")
             self.pure(indent, f"{ended} = {prefix} + '    '")
         items = [out.fresh("x") for _ in plan.fields]
@@ -515,7 +533,8 @@ class _Generator:
         out = self.out
         n = out.fresh("n")
         if f.kind is Kind.STRING:
-            self.pure(indent, f"{n} = string_size({value})")
+            # its size in UTF-8, in line (a call per string cost more than the test)
+            self.pure(indent, f"{n} = len({value}) if {value}.isascii() else len({value}.encode())")
             shown = f'\\"{{{value} if {value}.isprintable() else printable({value})}}\\"'
             width = 2
         else:
@@ -578,6 +597,10 @@ class _Generator:
 
     def elements(self, element: FieldPlan, value: str, count: str, prefix: str, indent: int) -> None:
         out = self.out
+        # Nothing to write, and no prefix to make, for an array with no elements (a third of
+        # them, such as ProduceResponse's RecordErrors).
+        self.emit(indent, f"if {count}:")
+        indent += 1
         branch = out.fresh("eb")
         self.pure(indent, f"{branch} = {prefix} + '+-- '")
         label = _literal(element.label)
