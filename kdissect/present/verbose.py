@@ -183,12 +183,11 @@ def _message_lines(data: bytes, version: int, values: Values, layout: _Layout, l
     layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED, H)
     lines.append(f"+-- {layout.body_title} [{H[header_end]}, {size - header_end}B]{layout.body_about}")
     generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
+    writer = layout.body_writer
     if generated:
         writer = _writer(layout.body, layout.displays, True)
-    else:
-        writer = layout.body_writer
-        if writer is None:
-            writer = layout.body_writer = _writer(layout.body, layout.displays, False)
+    elif writer is None:
+        writer = layout.body_writer = _writer(layout.body, layout.displays, False)
     writer(lines, values, header_end, "    ", data, generated, H)
 
 
