@@ -28,6 +28,7 @@ depends on which path ran.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,7 +49,14 @@ from kdissect.decode.tree import printable
 from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
 from kdissect.dissectors.registry import dissector
 from kdissect.present.lines import about_tail, node_text
-from kdissect.present.verbose_records import Hexes, Refused, hexes, records_lines, tagged_lines
+from kdissect.present.verbose_records import (
+    Hexes,
+    Refused,
+    hexes,
+    native_fixed_elements,
+    records_lines,
+    tagged_lines,
+)
 
 if TYPE_CHECKING:
     from kdissect.pair.message import Message
@@ -300,7 +308,7 @@ class _Source:
             "uvarint_size": uvarint_size, "follow_tail": follow_tail, "count_display": count_display,
             "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text,
             "records_lines": records_lines, "tagged_lines": tagged_lines,
-            "TRUTH": ("false", "true"),
+            "TRUTH": ("false", "true"), "FIXED": native_fixed_elements,
             "FOLLOWS": _FOLLOWS, "COUNTS": _COUNTS,
         }
 
@@ -340,6 +348,45 @@ def _fixed_size(plan: StructPlan) -> int | None:
 
 
 _FIXED_SIZES = {Kind.FLOAT: 8, Kind.BOOL: 1, Kind.UUID: 16}
+
+
+# What `_verbose_records_c.fixed_elements` writes for a template's int (besides an offset
+# H[p + k], k itself): the element's index, its branch, its fields' branch, a field's value
+# (_FIELD_VALUE - j for the j-th).
+_ELEMENT_INDEX, _ELEMENT_BRANCH, _FIELD_BRANCH, _FIELD_VALUE = -1, -2, -3, -4
+# The parts of an f-string's inside: a doubled brace, an escaped character, an expression, a
+# run of other characters.
+_PART = re.compile(r"(\{\{|\}\})|\\(.)|\{([^{}]*)\}|([^{}\\]+)")
+_OFFSET = re.compile(r"H\[p(?: \+ (\d+))?\]")  # H[p] or H[p + k]
+_ESCAPED = {"n": "\n", "\\": "\\", '"': '"'}
+
+
+def _fixed_template(inside: str, branch: str, field_branch: str, index: str, items: list[str]) -> tuple[str | int, ...]:
+    """The text of one element of `fixed_elements`'s loop, from the inside of its f-string, as
+    `_verbose_records_c.fixed_elements` writes it: str where it is literal, ints for the
+    element's index, the branches, the fields' values (the names given) and the offsets."""
+    names = {branch: _ELEMENT_BRANCH, field_branch: _FIELD_BRANCH, index: _ELEMENT_INDEX}
+    names.update((item, _FIELD_VALUE - place) for place, item in enumerate(items))
+    parts: list[str | int] = []
+    at = 0
+    for part in _PART.finditer(inside):
+        assert part.start() == at, inside[at:]  # every character is in a part
+        at = part.end()
+        braces, escaped, expression, literal = part.groups()
+        if expression is None:
+            text = braces[0] if braces else _ESCAPED[escaped] if escaped else literal
+            if parts and isinstance(parts[-1], str):
+                parts[-1] += text
+            else:
+                parts.append(text)
+        elif expression in names:
+            parts.append(names[expression])
+        else:
+            offset = _OFFSET.fullmatch(expression)
+            assert offset is not None, expression
+            parts.append(int(offset[1] or 0))
+    assert at == len(inside), inside[at:]
+    return tuple(parts)
 
 
 def _literal(text: str) -> str:
@@ -515,12 +562,13 @@ class _Generator:
         else:
             raise _Unsupported(f"{f.name}: kind {kind!r}")
 
+    def rule(self, f: FieldPlan) -> Display | None:
+        """The display rule of a named integer field: the API's, else what the schema says it is."""
+        rule = self.displays.get(f.name) if self.displays else None
+        return SCHEMA_DISPLAYS[f.meaning] if rule is None and f.meaning is not None else rule
+
     def integer(self, f: FieldPlan, head: str, value: str, tail: str, indent: int, named: bool) -> None:
-        rule = None
-        if named:
-            rule = self.displays.get(f.name) if self.displays else None
-            if rule is None and f.meaning is not None:  # what the schema says it is
-                rule = SCHEMA_DISPLAYS[f.meaning]
+        rule = self.rule(f) if named else None
         shown = value
         if rule is not None:  # its text, or the plain number, remembered by value
             shown = f"{self.out.constant(_shown(rule), 'shown')}[{value}]"
@@ -641,6 +689,16 @@ class _Generator:
         middle, final, field_branch = out.fresh("fm"), out.fresh("fe"), out.fresh("fb")
         self.pure(indent, f"{middle} = {continued} + '+-- '")
         self.pure(indent, f"{final} = {ended} + '+-- '")
+        # Integers shown as they are (versions, ids): all the elements' lines by C, where it is
+        # built, from a template of this loop's text (`_fixed_template`); else, or where an
+        # element has tagged fields, by the loop.
+        native = all(field.kind is Kind.INTEGER and self.rule(field) is None for field in plan.fields)
+        template = text = ""
+        if native:
+            template, text = out.fresh("template"), out.fresh("t")
+            self.emit(indent, f"if FIXED is None or ({text} := FIXED({value}, data, p, {size}, {plan.flexible}, "
+                              f"{branch}, {middle}, {final}, {template})) is None:")
+            indent += 1
         self.emit(indent, f"for {i}, {item} in enumerate({value}):")
         inner = indent + 1
         head = f"{{{branch}}}{label}[{{{i}}}] {label}"
@@ -663,8 +721,14 @@ class _Generator:
             self.line(inner, _fline(f"{{{field_branch}}}tagged_fields uvarint", "0", self.at(), "1",
                                     about_tail(plan.tagged_about)))
             self.delta += 1
+        if native:
+            out.constants[template] = _fixed_template("\\n".join(self.pending), branch, field_branch, i, items)
         self.settle(inner)
         self.flush()
+        if native:
+            self.emit(indent - 1, "else:")
+            self.emit(indent, f"a({text})")
+            self.emit(indent, f"p += {size + plan.flexible} * len({value})")
 
     def nested(self, f: FieldPlan, head: str, value: str, tail: str, below: str, indent: int) -> None:
         assert f.struct is not None
