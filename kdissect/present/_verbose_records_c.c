@@ -11,6 +11,8 @@
  *   bytes_shown    mirrors verbose_records._bytes_shown (printable ASCII here, the rest
  *                  by calling `value_display`)
  *   put_offset     mirrors `hexes` (`0x%04x` of an offset)
+ *   fixed_elements mirrors the loop `verbose._Generator.fixed_elements` generates (an array
+ *                  of fixed-size structs of integers), filling a template of its text
  *
  * Timestamps are shown by calling verbose_records._timestamp (remembered here from one
  * record to the next: the records of a batch mostly share one), header keys that are not

@@ -144,10 +144,8 @@ class _Layout:
     for bodies without generated values (most), is kept here once made."""
 
     title: str  # the message's name, "message" and its version
-    header_title: str  # the header's name and version
-    header_about: str
     header_decoder: StructDecoder
-    header_writer: StructWriter
+    head: HeadWriter  # the message's lines up to its body's
     body_title: str  # the body's name and type
     body_about: str
     body: StructPlan
@@ -170,8 +168,8 @@ def _layout(key: int, version: int, kind: str) -> _Layout | None:
     if decoder is None:
         return None
     meaning = dissector(key) if kind == "response" else None
-    return _Layout(f"{message_name(key, kind)} message v{version}", f"{HEADER_NAME[kind]} v{header_version}",
-                   about_tail(HEADER_ABOUT[kind]), decoder, _writer(header, _HEADER_DISPLAYS[kind], False),
+    return _Layout(f"{message_name(key, kind)} message v{version}", decoder,
+                   _head_writer(header, kind, f"{HEADER_NAME[kind]} v{header_version}"),
                    f"{plan.name} struct", about_tail(f"message body, version {version}"), plan.body,
                    _NO_DISPLAYS if meaning is None else meaning.response_displays,
                    None if meaning is None else meaning.response_generated_values)
@@ -182,14 +180,10 @@ _SIZE_TAIL = about_tail(SIZE_ABOUT)
 
 
 def _message_lines(data: bytes, version: int, values: Values, layout: _Layout, lines: list[str]) -> None:
-    header_values, header_end = layout.header_decoder(data, 4, len(data))
     size = len(data)
-    lines.append(f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
-                 f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
-                 f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}")
+    header_values, header_end = layout.header_decoder(data, 4, size)
     H = hexes(size)
-    layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED, H)
-    lines.append(f"+-- {layout.body_title} [{H[header_end]}, {size - header_end}B]{layout.body_about}")
+    layout.head(lines, header_values, header_end, size, data, H, layout.title, layout.body_title, layout.body_about)
     generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
     writer = layout.body_writer
     if generated:
@@ -208,6 +202,38 @@ def _api_key_display(value: int) -> str:
 _HEADER_DISPLAYS: dict[str, Mapping[str, Display]] = {
     "request": {"request_api_key": _api_key_display}, "response": _NO_DISPLAYS}
 _WRITERS: dict[tuple[int, int, bool], tuple[StructPlan, Mapping[str, Display], StructWriter]] = {}
+# (lines, header's values, header's end, frame's size, frame, offsets' text, title, body's title
+# and tail) -> None
+HeadWriter = Callable[[list[str], Values, int, int, bytes, Hexes, str, str, str], None]
+_HEADS: dict[tuple[int, str], tuple[StructPlan, HeadWriter]] = {}
+
+
+def _head_writer(header: StructPlan, kind: str, title: str) -> HeadWriter:
+    """The writer of a message's lines before its body's: its own, the frame's, the size's, the
+    header's (`title`) and its fields', the body's; one string for them all (to the header's
+    tagged fields), where they were four. Compiled on first use, one for each header."""
+    key = (id(header), kind)
+    found = _HEADS.get(key)
+    if found is not None and found[0] is header:
+        return found[1]
+    out = _Source()
+    out.emit(0, "def head(L, v, end, size, data, H, title, body, body_about):")
+    out.emit(1, "a = L.append")
+    out.emit(1, "p = 4")
+    generator = _Generator(out, _HEADER_DISPLAYS[kind], False)
+    generator.line(1, "{title} [0x0000, {size}B]")
+    generator.line(1, _literal(_FRAME))
+    generator.line(1, f"|   +-- size int32 = {{size - 4}} [0x0000, 4B]{_literal(_SIZE_TAIL)}")
+    generator.line(1, f"+-- {_literal(title)} [0x0004, {{end - 4}}B]{_literal(about_tail(HEADER_ABOUT[kind]))}")
+    try:
+        generator.struct(header, "v", "'|   '", 1)
+        generator.line(1, "+-- {body} [{H[end]}, {size - end}B]{body_about}")
+        generator.flush()
+        writer: HeadWriter = out.compile("head", title)
+    except _Unsupported:
+        writer = _refusing
+    _HEADS[key] = (header, writer)
+    return writer
 
 
 def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) -> StructWriter:
@@ -233,8 +259,8 @@ def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) 
     return writer
 
 
-def _refusing(lines: list[str], values: Values, pos: int, prefix: str, data: bytes, generated: Generated,
-              offsets: Hexes) -> int:
+def _refusing(*_: Any) -> Any:
+    """The writer of a plan the writers do not handle (a struct's or a header's)."""
     raise Refused("a plan the writers do not handle")
 
 
