@@ -9,7 +9,9 @@ compared with the Python, which stays the reference, on every record batch of th
 shipped and third-party captures and on records and batches written here byte by byte:
 well formed (with every kind of key, value and header, varints padded to their widest,
 extreme timestamps and offsets, every attribute) and then damaged or replaced by random
-bytes.
+bytes. It also writes the elements of arrays of integers, and of fixed-size structs of
+them, as the loops the -V writers generate do: compared on every message of the
+captures and on arrays written here.
 
 Here both run side by side, whatever KDISSECT_PURE says; the rest of the suite runs
 whichever kdissect uses (run it with KDISSECT_PURE=1 to test the Python alone).
@@ -639,5 +641,9 @@ def test_fixed_elements_leave_what_is_not_plain_to_the_loop() -> None:
     assert text([{"A": 1 << 63, "B": 2}]) is None  # beyond 64 bits
     assert text([{"A": 1, "B": 2}] * 11) is None  # past the end of the data
     assert text([]) is None
+    assert text([1, 2]) is None  # integers where structs of two are expected
+    ints = ("[", -1, "] = ", -4, " [", 0, "]")  # an array of integers: each element its one value
+    assert fixed([5, -6], bytes(8), 2, 3, False, "", "", "", ints) == "[0] = 5 [0x0002]\n[1] = -6 [0x0005]"
+    assert fixed([5, True], bytes(8), 2, 3, False, "", "", "", ints) is None
     with pytest.raises(ValueError):
         fixed([{"A": 1}], bytes(2), 0, 2, False, "", "", "", ("x", -100))

@@ -11,8 +11,9 @@
  *   bytes_shown    mirrors verbose_records._bytes_shown (printable ASCII here, the rest
  *                  by calling `value_display`)
  *   put_offset     mirrors `hexes` (`0x%04x` of an offset)
- *   fixed_elements mirrors the loop `verbose._Generator.fixed_elements` generates (an array
- *                  of fixed-size structs of integers), filling a template of its text
+ *   fixed_elements mirrors the loops `verbose._Generator` generates for an array of
+ *                  fixed-size structs of integers, or of integers, filling a template of
+ *                  their text
  *
  * Timestamps are shown by calling verbose_records._timestamp (remembered here from one
  * record to the next: the records of a batch mostly share one), header keys that are not
@@ -877,19 +878,22 @@ elements_text(Buf *b, PyObject *items, const unsigned char *data, Py_ssize_t dat
     for (Py_ssize_t i = 0; i < count; i++, pos += size + flexible) {
         if (pos < 0 || pos + size + flexible > data_len || (flexible && data[pos + size]))
             return REFUSED;
-        PyObject *item = PyList_GET_ITEM(items, i);
-        if (!PyDict_CheckExact(item) || PyDict_GET_SIZE(item) != fields)
-            return REFUSED;
+        PyObject *item = PyList_GET_ITEM(items, i), *key, *value = item;
         Py_ssize_t at = 0, j = 0;
-        PyObject *key, *value;
-        while (PyDict_Next(item, &at, &key, &value)) {
-            if (!PyLong_CheckExact(value))
-                return REFUSED;
-            int overflow;
-            values[j++] = PyLong_AsLongLongAndOverflow(value, &overflow);
-            if (overflow)
-                return REFUSED;
+        int overflow = 0;
+        if (PyLong_CheckExact(item) && fields == 1) { /* an array of integers: each its one value */
+            values[j++] = PyLong_AsLongLongAndOverflow(item, &overflow);
+        } else if (PyDict_CheckExact(item) && PyDict_GET_SIZE(item) == fields) {
+            while (!overflow && PyDict_Next(item, &at, &key, &value)) {
+                if (!PyLong_CheckExact(value))
+                    return REFUSED;
+                values[j++] = PyLong_AsLongLongAndOverflow(value, &overflow);
+            }
+        } else {
+            return REFUSED;
         }
+        if (overflow)
+            return REFUSED;
         if (i > 0 && PUT(b, "\n") < 0)
             return FAILED;
         for (Py_ssize_t k = 0; k < parts; k++) {
@@ -919,8 +923,9 @@ elements_text(Buf *b, PyObject *items, const unsigned char *data, Py_ssize_t dat
 
 PyDoc_STRVAR(fixed_elements_doc,
 "fixed_elements(items, data, pos, size, flexible, branch, middle, final, template, /)\n--\n\n"
-"The lines of an array's elements, structs of fixed-size integers (`verbose._Generator.fixed_elements`),\n"
-"joined by newlines: `items` their flat values, at `pos` of `data`, each `size` bytes and, when\n"
+"The lines of an array's elements, structs of fixed-size integers (`verbose._Generator.fixed_elements`)\n"
+"or integers, joined by newlines: `items` their flat values (or the integers), at `pos` of `data`,\n"
+"each `size` bytes and, when\n"
 "`flexible`, an empty tagged-field block; `template` one element's text, as str and ints for\n"
 "what varies (`verbose._fixed_template`). None where the Python must write them (an element with\n"
 "tagged fields).");

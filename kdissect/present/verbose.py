@@ -678,10 +678,17 @@ class _Generator:
         self.pure(indent, f"{branch} = {prefix} + '+-- '")
         label = _literal(element.label)
         i, item = out.fresh("i"), out.fresh("y")
-        if element.kind is Kind.INTEGER:  # arrays of ids and offsets: one comprehension
-            size = element.codec.size
-            line = _fline(f"{{{branch}}}{label}[{{{i}}}] {label}", f"{{{item}}}", f"p + {size} * {i}", str(size), "")
-            self.emit(indent, f'L.extend([f"{line}" for {i}, {item} in enumerate({value})])')
+        if element.kind is Kind.INTEGER:  # arrays of ids and offsets: by C, else one comprehension
+            size, head = element.codec.size, f"{{{branch}}}{label}[{{{i}}}] {label}"
+            template, text = out.fresh("template"), out.fresh("t")
+            out.constants[template] = _fixed_template(_fline(head, f"{{{item}}}", "p", str(size), ""), branch, "",
+                                                      i, [item])
+            self.emit(indent, f"if FIXED is None or ({text} := FIXED({value}, data, p, {size}, False, {branch}, '', '', "
+                              f"{template})) is None:")
+            line = _fline(head, f"{{{item}}}", f"p + {size} * {i}", str(size), "")
+            self.emit(indent + 1, f'L.extend([f"{line}" for {i}, {item} in enumerate({value})])')
+            self.emit(indent, "else:")
+            self.emit(indent + 1, f"a({text})")
             self.emit(indent, f"p += {size} * {count}")
             return
         continued, ended, last = out.fresh("em"), out.fresh("ee"), out.fresh("last")
@@ -716,8 +723,8 @@ class _Generator:
         self.pure(indent, f"{middle} = {continued} + '+-- '")
         self.pure(indent, f"{final} = {ended} + '+-- '")
         # Integers shown as they are (versions, ids): all the elements' lines by C, where it is
-        # built, from a template of this loop's text (`_fixed_template`); else, or where an
-        # element has tagged fields, by the loop.
+        # built (`verbose_records.native_fixed_elements`), from a template of this loop's text
+        # (`_fixed_template`); else, or where an element has tagged fields, by the loop.
         native = all(field.kind is Kind.INTEGER and self.rule(field) is None for field in plan.fields)
         template = text = ""
         if native:
