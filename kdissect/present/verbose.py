@@ -11,7 +11,9 @@ of that struct to a list, as `kdissect.decode.generated` compiles decoders:
   from the values, as `rows` works them out;
 - the tree's prefixes are passed in; a line whose size is known only after its
   children (an array, a struct) is a slot filled in when they are written;
-- nested structs are inlined, arrays of integers are one comprehension;
+- nested structs are inlined, arrays of integers are one comprehension; these, and
+  arrays of fixed-size structs of integers, are written by C where it is built
+  (`verbose_records.native_fixed_elements`, from a template of the Python's text);
 - integer displays follow the API's rules and the schema's meanings, and
   generated values (`Dissector.response_generated_values`) are inserted after
   their field, as in `rows`; `records` fields are written by
@@ -396,7 +398,8 @@ def _fixed_template(inside: str, branch: str, field_branch: str, index: str, ite
     parts: list[str | int] = []
     at = 0
     for part in _PART.finditer(inside):
-        assert part.start() == at, inside[at:]  # every character is in a part
+        if part.start() != at:  # every character is in a part
+            raise _Unsupported(f"a template of {inside!r}")
         at = part.end()
         braces, escaped, expression, literal = part.groups()
         if expression is None:
@@ -407,11 +410,12 @@ def _fixed_template(inside: str, branch: str, field_branch: str, index: str, ite
                 parts.append(text)
         elif expression in names:
             parts.append(names[expression])
-        else:
-            offset = _OFFSET.fullmatch(expression)
-            assert offset is not None, expression
+        elif (offset := _OFFSET.fullmatch(expression)) is not None:
             parts.append(int(offset[1] or 0))
-    assert at == len(inside), inside[at:]
+        else:
+            raise _Unsupported(f"a template with {expression!r}")
+    if at != len(inside):
+        raise _Unsupported(f"a template of {inside!r}")
     return tuple(parts)
 
 

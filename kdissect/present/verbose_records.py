@@ -514,6 +514,6 @@ native_fixed_elements: FixedElements | None = None
 if _native_batch is not None:
     from kdissect.present import _verbose_records_c as _c
 
-    native_fixed_elements = _c.fixed_elements
+    native_fixed_elements = getattr(_c, "fixed_elements", None)  # None from a module built before it
 
 __all__ = ["HEXES", "Hexes", "Refused", "hexes", "records_lines", "tagged_lines"]
