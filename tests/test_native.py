@@ -9,7 +9,9 @@ compared with the Python, which stays the reference, on every record batch of th
 shipped and third-party captures and on records and batches written here byte by byte:
 well formed (with every kind of key, value and header, varints padded to their widest,
 extreme timestamps and offsets, every attribute) and then damaged or replaced by random
-bytes.
+bytes. It also writes the elements of arrays of integers, and of fixed-size structs of
+them, as the loops the -V writers generate do: compared on every message of the
+captures and on arrays written here.
 
 Here both run side by side, whatever KDISSECT_PURE says; the rest of the suite runs
 whichever kdissect uses (run it with KDISSECT_PURE=1 to test the Python alone).
@@ -562,3 +564,86 @@ def test_random_fields_are_checked_alike(entries: Any, data: bytes, start: int, 
         assert entries(data, start, end, MAX_DECOMPRESSED_BYTES) is None
     else:
         entries_alike(entries, data, start, end)
+
+
+# -- arrays of fixed-size structs of integers (kdissect.present.verbose) ----------------
+
+
+def fixed_elements_agree(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every message's -V text the same with `fixed_elements` and with the generated loop it
+    replaces, which it has written some arrays of."""
+    from kdissect.pipeline import read_messages
+    from kdissect.present import verbose
+
+    fixed, written = native(MODULES[1]).fixed_elements, []
+
+    def counted(*args: Any) -> str | None:
+        text = fixed(*args)
+        written.append(text is not None)
+        return text
+
+    def texts(elements: Any) -> list[str | None]:
+        monkeypatch.setattr(verbose, "native_fixed_elements", elements)
+        monkeypatch.setattr(verbose, "_WRITERS", {})  # the writers made with the other
+        monkeypatch.setattr(verbose, "_layouts", {})
+        return [verbose.message_text(m) for path in paths for m in read_messages(path)]
+
+    assert texts(counted) == texts(None)
+    assert any(written)
+
+
+def test_fixed_elements_of_the_shipped_captures(monkeypatch: pytest.MonkeyPatch) -> None:
+    fixed_elements_agree(sorted(CAPTURES.glob("*.pcap")), monkeypatch)
+
+
+def test_fixed_elements_of_the_third_party_captures(public_captures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fixed_elements_agree(sorted(public_captures.glob("*.pcap*")), monkeypatch)
+
+
+@given(st.lists(st.tuples(st.integers(-(1 << 63), (1 << 63) - 1), st.integers(-(1 << 15), (1 << 15) - 1),
+                          st.booleans()), max_size=40),
+       st.integers(0, 70000), st.booleans())
+@CHECKS
+def test_fixed_elements_write_what_the_loop_writes(values: list[tuple[int, int, bool]], pos: int,
+                                                   flexible: bool) -> None:
+    """Any values at any offset, as a writer of ProduceResponse-like elements (int64, int16)
+    would loop over them; left to the loop when an element has tagged fields."""
+    fixed = native(MODULES[1]).fixed_elements
+    size = 10
+    template = (-2, "E[", -1, "] E = struct [", 0, f", {size + flexible}B]\n", -3, "A int64 = ", -4, " [", 0,
+                ", 8B] a\n", -3, "B int16 = ", -5, " [", 8, ", 2B] b \"{}\\ é")
+    data = bytearray(pos + len(values) * (size + flexible))
+    lines = []
+    for index, (a, b, tagged) in enumerate(values):
+        at = pos + index * (size + flexible)
+        if flexible and tagged:
+            data[at + size] = 1
+        fb = "|   +-- " if index < len(values) - 1 else "    +-- "
+        lines.append(f"+-- E[{index}] E = struct [0x{at:04x}, {size + flexible}B]\n{fb}A int64 = {a} [0x{at:04x}, 8B] a"
+                     f"\n{fb}B int16 = {b} [0x{at + 8:04x}, 2B] b \"{{}}\\ é")
+    items = [{"A": a, "B": b} for a, b, _ in values]
+    text = fixed(items, bytes(data), pos, size, flexible, "+-- ", "|   +-- ", "    +-- ", template)
+    left = not values or (flexible and any(tagged for _, _, tagged in values))
+    assert text == (None if left else "\n".join(lines))
+
+
+def test_fixed_elements_leave_what_is_not_plain_to_the_loop() -> None:
+    fixed = native(MODULES[1]).fixed_elements
+    template = (-2, "E ", -4, " ", -5)
+
+    def text(items: list[Any], data: bytes = bytes(20)) -> str | None:
+        return fixed(items, data, 0, 2, False, "", "", "", template)
+
+    assert text([{"A": 1, "B": 2}, {"A": -3, "B": 4}]) == "E 1 2\nE -3 4"
+    assert text([{"A": 1}]) is None  # a value missing
+    assert text([{"A": 1, "B": 2, "C": 3}]) is None  # one more
+    assert text([{"A": 1, "B": "2"}]) is None  # not an int
+    assert text([{"A": 1 << 63, "B": 2}]) is None  # beyond 64 bits
+    assert text([{"A": 1, "B": 2}] * 11) is None  # past the end of the data
+    assert text([]) is None
+    assert text([1, 2]) is None  # integers where structs of two are expected
+    ints = ("[", -1, "] = ", -4, " [", 0, "]")  # an array of integers: each element its one value
+    assert fixed([5, -6], bytes(8), 2, 3, False, "", "", "", ints) == "[0] = 5 [0x0002]\n[1] = -6 [0x0005]"
+    assert fixed([5, True], bytes(8), 2, 3, False, "", "", "", ints) is None
+    with pytest.raises(ValueError):
+        fixed([{"A": 1}], bytes(2), 0, 2, False, "", "", "", ("x", -100))

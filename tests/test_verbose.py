@@ -322,6 +322,7 @@ def test_a_refusal_midway_leaves_the_lines_as_they_were(shipped_captures: Path,
         return write
 
     monkeypatch.setattr(verbose, "_writer", refusing)
+    monkeypatch.setattr(verbose, "_layouts", {})  # which keep the writers made before
     lines = ["summary line"]
     render_message_lines(message, lines)
     assert lines == ["summary line", expected]

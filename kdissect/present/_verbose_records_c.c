@@ -11,6 +11,9 @@
  *   bytes_shown    mirrors verbose_records._bytes_shown (printable ASCII here, the rest
  *                  by calling `value_display`)
  *   put_offset     mirrors `hexes` (`0x%04x` of an offset)
+ *   fixed_elements mirrors the loops `verbose._Generator` generates for an array of
+ *                  fixed-size structs of integers, or of integers, filling a template of
+ *                  their text
  *
  * Timestamps are shown by calling verbose_records._timestamp (remembered here from one
  * record to the next: the records of a batch mostly share one), header keys that are not
@@ -847,12 +850,139 @@ configure_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* -- arrays of fixed-size structs (kdissect.present.verbose) --------------------------- */
+
+/* What a template's int asks for (verbose._fixed_template): the offset H[p + k] for k >= 0,
+ * else one of these, or a field's value (FIELD_VALUE - j for the j-th). */
+#define ELEMENT_INDEX (-1)
+#define ELEMENT_BRANCH (-2)
+#define FIELD_BRANCH (-3)
+#define FIELD_VALUE (-4)
+#define MAX_FIXED_FIELDS 64
+
+/* The lines of every element, as the generated writer's loop writes them; REFUSED where an
+ * element has tagged fields (or is not what the template says): the Python writes them. */
+static int
+elements_text(Buf *b, PyObject *items, const unsigned char *data, Py_ssize_t data_len, Py_ssize_t pos,
+              Py_ssize_t size, int flexible, PyObject *branch, PyObject *middle, PyObject *final,
+              PyObject *template, Py_ssize_t fields)
+{
+    Py_ssize_t count = PyList_GET_SIZE(items), parts = PyTuple_GET_SIZE(template);
+    Py_ssize_t blen, mlen, flen;
+    const char *btext = PyUnicode_AsUTF8AndSize(branch, &blen);
+    const char *mtext = PyUnicode_AsUTF8AndSize(middle, &mlen);
+    const char *ftext = PyUnicode_AsUTF8AndSize(final, &flen);
+    if (btext == NULL || mtext == NULL || ftext == NULL)
+        return FAILED;
+    int64_t values[MAX_FIXED_FIELDS];
+    for (Py_ssize_t i = 0; i < count; i++, pos += size + flexible) {
+        if (pos < 0 || pos + size + flexible > data_len || (flexible && data[pos + size]))
+            return REFUSED;
+        PyObject *item = PyList_GET_ITEM(items, i), *key, *value = item;
+        Py_ssize_t at = 0, j = 0;
+        int overflow = 0;
+        if (PyLong_CheckExact(item) && fields == 1) { /* an array of integers: each its one value */
+            values[j++] = PyLong_AsLongLongAndOverflow(item, &overflow);
+        } else if (PyDict_CheckExact(item) && PyDict_GET_SIZE(item) == fields) {
+            while (!overflow && PyDict_Next(item, &at, &key, &value)) {
+                if (!PyLong_CheckExact(value))
+                    return REFUSED;
+                values[j++] = PyLong_AsLongLongAndOverflow(value, &overflow);
+            }
+        } else {
+            return REFUSED;
+        }
+        if (overflow)
+            return REFUSED;
+        if (i > 0 && PUT(b, "\n") < 0)
+            return FAILED;
+        for (Py_ssize_t k = 0; k < parts; k++) {
+            PyObject *part = PyTuple_GET_ITEM(template, k);
+            int done;
+            if (PyUnicode_Check(part)) {
+                done = put_str(b, part);
+            } else {
+                long code = PyLong_AsLong(part);
+                if (code >= 0)
+                    done = put_offset(b, pos + code);
+                else if (code == ELEMENT_INDEX)
+                    done = put_int(b, i);
+                else if (code == ELEMENT_BRANCH)
+                    done = put(b, btext, blen);
+                else if (code == FIELD_BRANCH)
+                    done = i < count - 1 ? put(b, mtext, mlen) : put(b, ftext, flen);
+                else
+                    done = put_int(b, values[FIELD_VALUE - code]);
+            }
+            if (done < 0)
+                return FAILED;
+        }
+    }
+    return DONE;
+}
+
+PyDoc_STRVAR(fixed_elements_doc,
+"fixed_elements(items, data, pos, size, flexible, branch, middle, final, template, /)\n--\n\n"
+"The lines of an array's elements, structs of fixed-size integers (`verbose._Generator.fixed_elements`)\n"
+"or integers, joined by newlines: `items` their flat values (or the integers), at `pos` of `data`,\n"
+"each `size` bytes and, when\n"
+"`flexible`, an empty tagged-field block; `template` one element's text, as str and ints for\n"
+"what varies (`verbose._fixed_template`). None where the Python must write them (an element with\n"
+"tagged fields).");
+
+static PyObject *
+fixed_elements(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "fixed_elements takes 9 arguments");
+        return NULL;
+    }
+    PyObject *items = args[0], *template = args[8];
+    if (!PyList_Check(items) || !PyTuple_Check(template) || !PyUnicode_Check(args[5])
+            || !PyUnicode_Check(args[6]) || !PyUnicode_Check(args[7])) {
+        PyErr_SetString(PyExc_TypeError, "fixed_elements: a list, bytes, ints, three str and a tuple");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]), size = PyLong_AsSsize_t(args[3]);
+    int flexible = PyObject_IsTrue(args[4]);
+    if ((pos == -1 || size == -1 || flexible < 0) && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t fields = 0; /* how many values the template reads, which each element must have */
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(template); k++) {
+        PyObject *part = PyTuple_GET_ITEM(template, k);
+        if (PyUnicode_Check(part))
+            continue;
+        long code = PyLong_Check(part) ? PyLong_AsLong(part) : LONG_MIN;
+        if (code == -1 && PyErr_Occurred())
+            return NULL;
+        if (code < FIELD_VALUE - (MAX_FIXED_FIELDS - 1) || code > (1 << 16)) {
+            PyErr_SetString(PyExc_ValueError, "fixed_elements: a template's int is out of range");
+            return NULL;
+        }
+        if (code <= FIELD_VALUE && FIELD_VALUE - code + 1 > fields)
+            fields = FIELD_VALUE - code + 1;
+    }
+    if (size < 0 || PyList_GET_SIZE(items) == 0)
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Buf text = {NULL, 0, 0};
+    int done = elements_text(&text, items, view.buf, view.len, pos, size, flexible != 0, args[5], args[6], args[7],
+                             template, fields);
+    PyBuffer_Release(&view);
+    PyObject *result = text_result(done, &text);
+    PyMem_Free(text.data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"plain_records", (PyCFunction)(void (*)(void))plain_records, METH_FASTCALL, plain_records_doc},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL, configure_doc},
     {"plain_batch", (PyCFunction)(void (*)(void))plain_batch, METH_FASTCALL, plain_batch_doc},
     {"configure_batches", (PyCFunction)(void (*)(void))configure_batches, METH_FASTCALL,
      configure_batches_doc},
+    {"fixed_elements", (PyCFunction)(void (*)(void))fixed_elements, METH_FASTCALL, fixed_elements_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -102,8 +102,10 @@ _HEXES: list[str] = []  # "0x%04x" of the offsets below _HEX_CACHED, made on fir
 
 
 def _hexes() -> list[str]:
-    if not _HEXES:
-        _HEXES.extend(f"0x{offset:04x}" for offset in range(_HEX_CACHED))
+    if not _HEXES:  # each "0x" and its high byte, then its low byte: a concatenation, not a format
+        highs, lows = [f"0x{high:02x}" for high in range(256)], [f"{low:02x}" for low in range(256)]
+        _HEXES.extend([high + low for high in highs for low in lows])
+        assert len(_HEXES) == _HEX_CACHED
     return _HEXES
 
 

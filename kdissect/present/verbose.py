@@ -11,7 +11,9 @@ of that struct to a list, as `kdissect.decode.generated` compiles decoders:
   from the values, as `rows` works them out;
 - the tree's prefixes are passed in; a line whose size is known only after its
   children (an array, a struct) is a slot filled in when they are written;
-- nested structs are inlined, arrays of integers are one comprehension;
+- nested structs are inlined, arrays of integers are one comprehension; these, and
+  arrays of fixed-size structs of integers, are written by C where it is built
+  (`verbose_records.native_fixed_elements`, from a template of the Python's text);
 - integer displays follow the API's rules and the schema's meanings, and
   generated values (`Dissector.response_generated_values`) are inserted after
   their field, as in `rows`; `records` fields are written by
@@ -28,6 +30,7 @@ depends on which path ran.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,7 +51,14 @@ from kdissect.decode.tree import printable
 from kdissect.dissectors import SCHEMA_DISPLAYS, Display, GeneratedValue
 from kdissect.dissectors.registry import dissector
 from kdissect.present.lines import about_tail, node_text
-from kdissect.present.verbose_records import Hexes, Refused, hexes, records_lines, tagged_lines
+from kdissect.present.verbose_records import (
+    Hexes,
+    Refused,
+    hexes,
+    native_fixed_elements,
+    records_lines,
+    tagged_lines,
+)
 
 if TYPE_CHECKING:
     from kdissect.pair.message import Message
@@ -80,11 +90,21 @@ def message_lines(message: Message, lines: list[str]) -> bool:
     key, version = message.api_key, message.api_version
     if key is None or version is None:
         return False
-    layout = _layout_of(key, version, message.kind)  # None: no plan for this message
+    layout = _layouts.get((key, version, message.kind))  # `_layout_of`, its lookup inline
     if layout is None:
-        return False
+        layout = _layout_of(key, version, message.kind)
+        if layout is None:  # no plan for this message
+            return False
     values = message.fast_values(keep=False)
-    return values is not None and _lines(message.frame.data, version, values, layout, lines)
+    if values is None:
+        return False
+    mark = len(lines)  # `_lines`, inline: one call fewer for every message
+    try:
+        _message_lines(message.frame.data, version, values, layout, lines)
+    except Refused:
+        del lines[mark:]
+        return False
+    return True
 
 
 def frame_text(data: bytes, kind: str, api_key: int, version: int, body: Values) -> str | None:
@@ -120,20 +140,20 @@ def _lines(data: bytes, version: int, body: Values, layout: _Layout, lines: list
 _UNSET = object()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Layout:
-    """What every message of one (API, version, direction) shares."""
+    """What every message of one (API, version, direction) shares; the writer of its body,
+    for bodies without generated values (most), is kept here once made."""
 
     title: str  # the message's name, "message" and its version
-    header_title: str  # the header's name and version
-    header_about: str
     header_decoder: StructDecoder
-    header_writer: StructWriter
+    head: HeadWriter  # the message's lines up to its body's
     body_title: str  # the body's name and type
     body_about: str
     body: StructPlan
     displays: Mapping[str, Display]
     generated_values: Callable[[Values], Generated] | None
+    body_writer: StructWriter | None = None
 
 
 _layouts: dict[tuple[int, int, str], _Layout | None] = {}
@@ -150,8 +170,8 @@ def _layout(key: int, version: int, kind: str) -> _Layout | None:
     if decoder is None:
         return None
     meaning = dissector(key) if kind == "response" else None
-    return _Layout(f"{message_name(key, kind)} message v{version}", f"{HEADER_NAME[kind]} v{header_version}",
-                   about_tail(HEADER_ABOUT[kind]), decoder, _writer(header, _HEADER_DISPLAYS[kind], False),
+    return _Layout(f"{message_name(key, kind)} message v{version}", decoder,
+                   _head_writer(header, kind, f"{HEADER_NAME[kind]} v{header_version}"),
                    f"{plan.name} struct", about_tail(f"message body, version {version}"), plan.body,
                    _NO_DISPLAYS if meaning is None else meaning.response_displays,
                    None if meaning is None else meaning.response_generated_values)
@@ -162,16 +182,17 @@ _SIZE_TAIL = about_tail(SIZE_ABOUT)
 
 
 def _message_lines(data: bytes, version: int, values: Values, layout: _Layout, lines: list[str]) -> None:
-    header_values, header_end = layout.header_decoder(data, 4, len(data))
     size = len(data)
-    lines.append(f"{layout.title} [0x0000, {size}B]\n{_FRAME}\n"
-                 f"|   +-- size int32 = {size - 4} [0x0000, 4B]{_SIZE_TAIL}\n"
-                 f"+-- {layout.header_title} [0x0004, {header_end - 4}B]{layout.header_about}")
+    header_values, header_end = layout.header_decoder(data, 4, size)
     H = hexes(size)
-    layout.header_writer(lines, header_values, 4, "|   ", data, _NO_GENERATED, H)
-    lines.append(f"+-- {layout.body_title} [{H[header_end]}, {size - header_end}B]{layout.body_about}")
+    layout.head(lines, header_values, header_end, size, data, H, layout.title, layout.body_title, layout.body_about)
     generated = _NO_GENERATED if layout.generated_values is None else layout.generated_values(values)
-    _writer(layout.body, layout.displays, bool(generated))(lines, values, header_end, "    ", data, generated, H)
+    writer = layout.body_writer
+    if generated:
+        writer = _writer(layout.body, layout.displays, True)
+    elif writer is None:
+        writer = layout.body_writer = _writer(layout.body, layout.displays, False)
+    writer(lines, values, header_end, "    ", data, generated, H)
 
 
 def _api_key_display(value: int) -> str:
@@ -183,6 +204,38 @@ def _api_key_display(value: int) -> str:
 _HEADER_DISPLAYS: dict[str, Mapping[str, Display]] = {
     "request": {"request_api_key": _api_key_display}, "response": _NO_DISPLAYS}
 _WRITERS: dict[tuple[int, int, bool], tuple[StructPlan, Mapping[str, Display], StructWriter]] = {}
+# (lines, header's values, header's end, frame's size, frame, offsets' text, title, body's title
+# and tail) -> None
+HeadWriter = Callable[[list[str], Values, int, int, bytes, Hexes, str, str, str], None]
+_HEADS: dict[tuple[int, str], tuple[StructPlan, HeadWriter]] = {}
+
+
+def _head_writer(header: StructPlan, kind: str, title: str) -> HeadWriter:
+    """The writer of a message's lines before its body's: its own, the frame's, the size's, the
+    header's (`title`) and its fields', the body's; one string for them all (to the header's
+    tagged fields), where they were four. Compiled on first use, one for each header."""
+    key = (id(header), kind)
+    found = _HEADS.get(key)
+    if found is not None and found[0] is header:
+        return found[1]
+    out = _Source()
+    out.emit(0, "def head(L, v, end, size, data, H, title, body, body_about):")
+    out.emit(1, "a = L.append")
+    out.emit(1, "p = 4")
+    generator = _Generator(out, _HEADER_DISPLAYS[kind], False)
+    generator.line(1, "{title} [0x0000, {size}B]")
+    generator.line(1, _literal(_FRAME))
+    generator.line(1, f"|   +-- size int32 = {{size - 4}} [0x0000, 4B]{_literal(_SIZE_TAIL)}")
+    generator.line(1, f"+-- {_literal(title)} [0x0004, {{end - 4}}B]{_literal(about_tail(HEADER_ABOUT[kind]))}")
+    try:
+        generator.struct(header, "v", "'|   '", 1)
+        generator.line(1, "+-- {body} [{H[end]}, {size - end}B]{body_about}")
+        generator.flush()
+        writer: HeadWriter = out.compile("head", title)
+    except _Unsupported:
+        writer = _refusing
+    _HEADS[key] = (header, writer)
+    return writer
 
 
 def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) -> StructWriter:
@@ -208,8 +261,8 @@ def _writer(plan: StructPlan, displays: Mapping[str, Display], generated: bool) 
     return writer
 
 
-def _refusing(lines: list[str], values: Values, pos: int, prefix: str, data: bytes, generated: Generated,
-              offsets: Hexes) -> int:
+def _refusing(*_: Any) -> Any:
+    """The writer of a plan the writers do not handle (a struct's or a header's)."""
     raise Refused("a plan the writers do not handle")
 
 
@@ -272,10 +325,6 @@ _FOLLOWS = [follow_tail(count) for count in range(256)]  # of the common lengths
 _COUNTS = [count_display(count) for count in range(256)]
 
 
-def string_size(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode())
-
-
 class _Source:
     """Python source of one writer, line by line; local names unique within it."""
 
@@ -286,8 +335,8 @@ class _Source:
             "printable": printable, "hex_display": hex_display,
             "uvarint_size": uvarint_size, "follow_tail": follow_tail, "count_display": count_display,
             "node_text": node_text, "generated_lines": generated_lines, "generated_text": generated_text,
-            "string_size": string_size, "records_lines": records_lines, "tagged_lines": tagged_lines,
-            "TRUTH": ("false", "true"),
+            "records_lines": records_lines, "tagged_lines": tagged_lines,
+            "TRUTH": ("false", "true"), "FIXED": native_fixed_elements,
             "FOLLOWS": _FOLLOWS, "COUNTS": _COUNTS,
         }
 
@@ -327,6 +376,47 @@ def _fixed_size(plan: StructPlan) -> int | None:
 
 
 _FIXED_SIZES = {Kind.FLOAT: 8, Kind.BOOL: 1, Kind.UUID: 16}
+
+
+# What `_verbose_records_c.fixed_elements` writes for a template's int (besides an offset
+# H[p + k], k itself): the element's index, its branch, its fields' branch, a field's value
+# (_FIELD_VALUE - j for the j-th).
+_ELEMENT_INDEX, _ELEMENT_BRANCH, _FIELD_BRANCH, _FIELD_VALUE = -1, -2, -3, -4
+# The parts of an f-string's inside: a doubled brace, an escaped character, an expression, a
+# run of other characters.
+_PART = re.compile(r"(\{\{|\}\})|\\(.)|\{([^{}]*)\}|([^{}\\]+)")
+_OFFSET = re.compile(r"H\[p(?: \+ (\d+))?\]")  # H[p] or H[p + k]
+_ESCAPED = {"n": "\n", "\\": "\\", '"': '"'}
+
+
+def _fixed_template(inside: str, branch: str, field_branch: str, index: str, items: list[str]) -> tuple[str | int, ...]:
+    """The text of one element of `fixed_elements`'s loop, from the inside of its f-string, as
+    `_verbose_records_c.fixed_elements` writes it: str where it is literal, ints for the
+    element's index, the branches, the fields' values (the names given) and the offsets."""
+    names = {branch: _ELEMENT_BRANCH, field_branch: _FIELD_BRANCH, index: _ELEMENT_INDEX}
+    names.update((item, _FIELD_VALUE - place) for place, item in enumerate(items))
+    parts: list[str | int] = []
+    at = 0
+    for part in _PART.finditer(inside):
+        if part.start() != at:  # every character is in a part
+            raise _Unsupported(f"a template of {inside!r}")
+        at = part.end()
+        braces, escaped, expression, literal = part.groups()
+        if expression is None:
+            text = braces[0] if braces else _ESCAPED[escaped] if escaped else literal
+            if parts and isinstance(parts[-1], str):
+                parts[-1] += text
+            else:
+                parts.append(text)
+        elif expression in names:
+            parts.append(names[expression])
+        elif (offset := _OFFSET.fullmatch(expression)) is not None:
+            parts.append(int(offset[1] or 0))
+        else:
+            raise _Unsupported(f"a template with {expression!r}")
+    if at != len(inside):
+        raise _Unsupported(f"a template of {inside!r}")
+    return tuple(parts)
 
 
 def _literal(text: str) -> str:
@@ -405,10 +495,14 @@ class _Generator:
         branch = out.fresh("b")
         self.pure(indent, f"{branch} = {prefix} + '+-- '")
         nested = [f for f in plan.fields if f.kind in (Kind.ARRAY, Kind.STRUCT, Kind.RECORDS)]
-        continued = out.fresh("cm")
-        self.pure(indent, f"{continued} = {prefix} + '|   '")
+        continued = ""  # the prefix below a field with children, or with generated values after it
+        if nested or self.generated:
+            continued = out.fresh("cm")
+            self.pure(indent, f"{continued} = {prefix} + '|   '")
         ended = ""
-        if nested or plan.flexible:
+        if plan.flexible and not self.generated:  # only an uncommon tagged-field block needs it
+            ended = f"{prefix} + '    '"
+        elif nested or plan.flexible:
             ended = out.fresh("ce")
             self.pure(indent, f"{ended} = {prefix} + '    '")
         items = [out.fresh("x") for _ in plan.fields]
@@ -498,12 +592,13 @@ class _Generator:
         else:
             raise _Unsupported(f"{f.name}: kind {kind!r}")
 
+    def rule(self, f: FieldPlan) -> Display | None:
+        """The display rule of a named integer field: the API's, else what the schema says it is."""
+        rule = self.displays.get(f.name) if self.displays else None
+        return SCHEMA_DISPLAYS[f.meaning] if rule is None and f.meaning is not None else rule
+
     def integer(self, f: FieldPlan, head: str, value: str, tail: str, indent: int, named: bool) -> None:
-        rule = None
-        if named:
-            rule = self.displays.get(f.name) if self.displays else None
-            if rule is None and f.meaning is not None:  # what the schema says it is
-                rule = SCHEMA_DISPLAYS[f.meaning]
+        rule = self.rule(f) if named else None
         shown = value
         if rule is not None:  # its text, or the plain number, remembered by value
             shown = f"{self.out.constant(_shown(rule), 'shown')}[{value}]"
@@ -515,7 +610,8 @@ class _Generator:
         out = self.out
         n = out.fresh("n")
         if f.kind is Kind.STRING:
-            self.pure(indent, f"{n} = string_size({value})")
+            # its size in UTF-8, in line (a call per string cost more than the test)
+            self.pure(indent, f"{n} = len({value}) if {value}.isascii() else len({value}.encode())")
             shown = f'\\"{{{value} if {value}.isprintable() else printable({value})}}\\"'
             width = 2
         else:
@@ -578,14 +674,25 @@ class _Generator:
 
     def elements(self, element: FieldPlan, value: str, count: str, prefix: str, indent: int) -> None:
         out = self.out
+        # Nothing to write, and no prefix to make, for an array with no elements (a third of
+        # them, such as ProduceResponse's RecordErrors).
+        self.emit(indent, f"if {count}:")
+        indent += 1
         branch = out.fresh("eb")
         self.pure(indent, f"{branch} = {prefix} + '+-- '")
         label = _literal(element.label)
         i, item = out.fresh("i"), out.fresh("y")
-        if element.kind is Kind.INTEGER:  # arrays of ids and offsets: one comprehension
-            size = element.codec.size
-            line = _fline(f"{{{branch}}}{label}[{{{i}}}] {label}", f"{{{item}}}", f"p + {size} * {i}", str(size), "")
-            self.emit(indent, f'L.extend([f"{line}" for {i}, {item} in enumerate({value})])')
+        if element.kind is Kind.INTEGER:  # arrays of ids and offsets: by C, else one comprehension
+            size, head = element.codec.size, f"{{{branch}}}{label}[{{{i}}}] {label}"
+            template, text = out.fresh("template"), out.fresh("t")
+            out.constants[template] = _fixed_template(_fline(head, f"{{{item}}}", "p", str(size), ""), branch, "",
+                                                      i, [item])
+            self.emit(indent, f"if FIXED is None or ({text} := FIXED({value}, data, p, {size}, False, {branch}, '', '', "
+                              f"{template})) is None:")
+            line = _fline(head, f"{{{item}}}", f"p + {size} * {i}", str(size), "")
+            self.emit(indent + 1, f'L.extend([f"{line}" for {i}, {item} in enumerate({value})])')
+            self.emit(indent, "else:")
+            self.emit(indent + 1, f"a({text})")
             self.emit(indent, f"p += {size} * {count}")
             return
         continued, ended, last = out.fresh("em"), out.fresh("ee"), out.fresh("last")
@@ -619,6 +726,16 @@ class _Generator:
         middle, final, field_branch = out.fresh("fm"), out.fresh("fe"), out.fresh("fb")
         self.pure(indent, f"{middle} = {continued} + '+-- '")
         self.pure(indent, f"{final} = {ended} + '+-- '")
+        # Integers shown as they are (versions, ids): all the elements' lines by C, where it is
+        # built (`verbose_records.native_fixed_elements`), from a template of this loop's text
+        # (`_fixed_template`); else, or where an element has tagged fields, by the loop.
+        native = all(field.kind is Kind.INTEGER and self.rule(field) is None for field in plan.fields)
+        template = text = ""
+        if native:
+            template, text = out.fresh("template"), out.fresh("t")
+            self.emit(indent, f"if FIXED is None or ({text} := FIXED({value}, data, p, {size}, {plan.flexible}, "
+                              f"{branch}, {middle}, {final}, {template})) is None:")
+            indent += 1
         self.emit(indent, f"for {i}, {item} in enumerate({value}):")
         inner = indent + 1
         head = f"{{{branch}}}{label}[{{{i}}}] {label}"
@@ -641,8 +758,14 @@ class _Generator:
             self.line(inner, _fline(f"{{{field_branch}}}tagged_fields uvarint", "0", self.at(), "1",
                                     about_tail(plan.tagged_about)))
             self.delta += 1
+        if native:
+            out.constants[template] = _fixed_template("\\n".join(self.pending), branch, field_branch, i, items)
         self.settle(inner)
         self.flush()
+        if native:
+            self.emit(indent - 1, "else:")
+            self.emit(indent, f"a({text})")
+            self.emit(indent, f"p += {size + plan.flexible} * len({value})")
 
     def nested(self, f: FieldPlan, head: str, value: str, tail: str, below: str, indent: int) -> None:
         assert f.struct is not None

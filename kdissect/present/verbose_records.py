@@ -504,4 +504,16 @@ def configured_batches(native: ModuleType) -> PlainBatch:
 
 _native_records, _native_batch = _native()
 
+
+# (elements' values, frame, position, size, flexible, branch, middle and last elements' field
+# branch, template) -> their lines joined, or None: `fixed_elements` of `_verbose_records_c`,
+# for `verbose._Generator.fixed_elements` (None where the C is not used)
+FixedElements = Callable[[list[dict[str, int]], bytes, int, int, bool, str, str, str, tuple[str | int, ...]],
+                         str | None]
+native_fixed_elements: FixedElements | None = None
+if _native_batch is not None:
+    from kdissect.present import _verbose_records_c as _c
+
+    native_fixed_elements = getattr(_c, "fixed_elements", None)  # None from a module built before it
+
 __all__ = ["HEXES", "Hexes", "Refused", "hexes", "records_lines", "tagged_lines"]
