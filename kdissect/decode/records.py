@@ -27,15 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.machinery
-import importlib.util
-import os
 import struct
-import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import ModuleType
 
 from kdissect.decode.compression import (
     COMPRESSION_NAMES,
@@ -70,33 +65,11 @@ def crc32c(data: bytes | memoryview) -> int:
 
 @functools.cache
 def _crc32c() -> Callable[[bytes | memoryview], int]:
-    # Imported on first use, and its C module by itself: the package's __init__ reads the
-    # package's version from the installed metadata (a scan of the installed distributions)
-    # and imports its command line, a twentieth of a second in every process that checks a
-    # batch, for one function. Laid out otherwise, the package is imported as it is.
-    module = _crc32c_module() if "crc32c" not in sys.modules else None
-    if module is None:
-        from crc32c import crc32c
+    # imported on first use: the package reads its version from its installed metadata when
+    # imported, a tenth of a second that every command would pay, the plain summary too
+    from crc32c import crc32c
 
-        return crc32c
-    function: Callable[[bytes | memoryview], int] = module.crc32c
-    return function
-
-
-def _crc32c_module() -> ModuleType | None:
-    """The `crc32c._crc32c` extension module, loaded from the package's folder without running
-    the package's __init__; None where it is not found there."""
-    spec = importlib.util.find_spec("crc32c")  # a top-level name: found, not imported
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = os.path.join(folder, "_crc32c" + suffix)
-            if os.path.isfile(path):
-                loader = importlib.machinery.ExtensionFileLoader("crc32c._crc32c", path)
-                module = importlib.util.module_from_spec(importlib.machinery.ModuleSpec(loader.name, loader,
-                                                                                        origin=path))
-                loader.exec_module(module)
-                return module
-    return None
+    return crc32c
 
 
 # -- values ----------------------------------------------------------------------------
