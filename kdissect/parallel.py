@@ -92,6 +92,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import heapq
+import importlib
 import multiprocessing
 import os
 import pickle
@@ -370,11 +371,13 @@ class Finished:
 def worker_context(*uses: Any) -> Any:
     """How worker processes start. On Linux, from a process whose only thread is this one:
     multiprocessing's `fork`, a copy of this process made in a millisecond, with every
-    module it imported. Otherwise (forking a process with other threads could copy a lock
-    one of them holds) the `forkserver` context, its server preloading kdissect and `uses`
-    (module names, or functions whose modules), so that a worker starts in milliseconds,
-    from a process without threads, once the server is up (a second or so: it imports
-    what it preloads); `spawn` where there is no fork server.
+    module it imported, and the modules named in `uses` imported first (once, rather than
+    by each worker after the fork: for -V, tens of milliseconds each). Otherwise (forking
+    a process with other threads could copy a lock one of them holds) the `forkserver`
+    context, its server preloading kdissect and `uses` (module names, or functions whose
+    modules), so that a worker starts in milliseconds, from a process without threads, once
+    the server is up (a second or so: it imports what it preloads); `spawn` where there is
+    no fork server.
 
     The server starts once per process, with the preloads of its first use. A worker
     also imports the main module of a script (multiprocessing's rule: a script that
@@ -389,6 +392,9 @@ def worker_context(*uses: Any) -> Any:
     # Python threads only: the native pools that importing pandas starts (OpenBLAS, Arrow)
     # register at-fork handlers of their own, so a fork is safe with them.
     if sys.platform == "linux" and threading.active_count() == 1:
+        for use in uses:  # imported once, here: each forked worker inherits them
+            if isinstance(use, str):
+                importlib.import_module(use)
         return multiprocessing.get_context("fork")
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
@@ -482,8 +488,7 @@ class _Team:
                 batch, self.read[index] = payload
                 if self.progress is not None:
                     self.progress(max(self.read))
-                for key, what, event in batch:
-                    yield key, index, what, event
+                yield from [(key, index, what, event) for key, what, event in batch]
             elif kind == "end":
                 self.summaries[index] = payload
                 self.read[index] = payload["read"]
@@ -582,7 +587,8 @@ class _Merge:
         connections = self.connections
         numbers = self.numbers
         rings = team.rings
-        for _key, worker, what, event in heapq.merge(*streams, key=itemgetter(0)):
+        # By key, the tuples compared whole: no two share a key and worker.
+        for _key, worker, what, event in heapq.merge(*streams):
             if what == "frame":
                 (local, request, offset, data, first, first_ns, last, last_ns, complete, notes, file, ready,
                  correlation_id, api_key, api_version, client_id, expects_response, header_notes) = event

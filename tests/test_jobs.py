@@ -273,3 +273,26 @@ def test_a_script_of_one_thread_forks_its_workers_guarded_or_not(tmp_path: Path)
                          check=False, cwd=tmp_path)
     one = read_pcap(str(CAPTURES / "incident.pcap"), jobs=1)
     assert (run.returncode, run.stdout) == (0, f"{len(one)} {len(one.table('produce'))}\n"), run.stderr
+
+
+def test_forked_workers_inherit_the_modules_named_rather_than_import_them(tmp_path: Path) -> None:
+    """With `fork`, the modules a reading names (`preload`: for -V, the tree's writers) are
+    imported by the parent, once, before the workers are forked."""
+    script = tmp_path / "preload.py"
+    script.write_text("import sys\n"
+                      "from kdissect import parallel\n"
+                      "assert 'kdissect.present.text' not in sys.modules\n"
+                      "assert parallel.worker_context('kdissect.present.text').get_start_method() == 'fork'\n"
+                      "assert 'kdissect.present.text' in sys.modules\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         check=False, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+
+
+def test_verbose_text_names_what_its_workers_import(tmp_path: Path) -> None:
+    """-V's workers find the tree's writers imported (by the parent, before the fork)."""
+    from kdissect.cli import _TextLines, build_parser
+
+    verbose = _TextLines(build_parser().parse_args(["-V", "x.pcap"]), "utf-8", "strict")
+    assert "kdissect.present.text" in verbose.preload
+    assert _TextLines(build_parser().parse_args(["x.pcap"]), "utf-8", "strict").preload == ()
