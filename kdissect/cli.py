@@ -727,6 +727,7 @@ class _TextLines:
         # `kdissect.parallel.read_messages`)
         self.preload = ((("kdissect.present.text", "kdissect.decode.values") if args.verbose else ())
                         + (("kdissect.present.hexdump",) if args.hex else ()))
+        self.warm_up = bool(args.verbose)  # the tree decodes every body (`kdissect.parallel.warm`)
         self.sink: _TextSink | None = None  # in the worker, writing to a string
         self.utf8 = codecs.lookup(encoding).name == "utf-8"  # which encodes piece by piece alike
 
@@ -777,6 +778,7 @@ class _JsonLines:
     spooled = True
     # what every worker imports to make the JSON (as `_TextLines.preload`)
     preload = ("kdissect.present.json_text", "kdissect.decode.values")
+    warm_up = True  # the tree decodes every body (`kdissect.parallel.warm`)
 
     def __init__(self, about: bool, encoding: str) -> None:
         self.about, self.encoding = about, encoding

@@ -45,7 +45,10 @@ is what one process reads. The heavy part can run in the workers: a `prepare`
 function is called in the worker on its own copy of each message (paired on its
 connection, which is all a body's decoding needs) and its result comes back with the
 message. A `prepare` with a `started` method is told the capture's first packet time
-once it goes by (`Prepare`). The command has each message's whole text made so (its
+once it goes by (`Prepare`). One that decodes bodies is first run by the parent, before
+it forks, on the messages of the capture's first kilobytes (`warm`): what the first
+message of each API costs (its decoder and writer generated and compiled) is then paid
+once, not again by every worker. The command has each message's whole text made so (its
 summary line, tree and hex dump, or its JSON, as bytes): the parent only puts in what
 depends on the whole capture (the message's number; for JSON its stream and pair too),
 and writes the line itself when pairing in capture order gave the message notes its
@@ -93,6 +96,7 @@ import contextlib
 import gc
 import heapq
 import importlib
+import io
 import multiprocessing
 import os
 import pickle
@@ -144,6 +148,7 @@ RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data f
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
 KEPT_CHUNKS = 8  # chunks of the index kept from its first walk for the second (33 bytes a record)
 PACKET_COST = 256  # what a packet costs a worker beyond its bytes, in bytes, when shares are weighed
+WARM_BYTES = 64 * 1024  # of the first file, whose messages the parent makes ready before the fork (`warm`)
 END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
 UNGUARDED = 87  # the exit code of a worker that found its script starting workers again
@@ -153,7 +158,8 @@ UNGUARDED = 87  # the exit code of a worker that found its script starting worke
 # first packet goes by, by what that returns: for what depends on the capture's start time.
 # One whose attribute `spooled` is true returns a tuple whose first item is bytes of the
 # output: with forked workers those reach the parent through shared memory (`kdissect.spool`),
-# as a `spool.Piece`, when there is room (else as bytes).
+# as a `spool.Piece`, when there is room (else as bytes). One whose attribute `warm_up` is true
+# (one that decodes bodies) is first run by the parent on the capture's start (`warm`).
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
@@ -236,8 +242,10 @@ def read_messages(
     options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": max_frame_size,
                "max_held": max_held, "show_secrets": show_secrets,
                "names": list(names or paths), "definitions": portable_definitions()}
-    team = _Team(paths, jobs, options, prepare, finish, worker_context(prepare, finish, *preload),
-                 spooled=bool(getattr(prepare, "spooled", False)))
+    context = worker_context(prepare, finish, *preload)
+    if prepare is not None and getattr(prepare, "warm_up", False) and context.get_start_method() == "fork":
+        warm(paths[0], options, prepare)
+    team = _Team(paths, jobs, options, prepare, finish, context, spooled=bool(getattr(prepare, "spooled", False)))
     team.progress = progress
     handed = False
     try:
@@ -403,6 +411,38 @@ def worker_context(*uses: Any) -> Any:
                                       for use in uses if use is not None)}
     context.set_forkserver_preload(sorted(modules))  # only before the server starts
     return context
+
+
+def warm(path: str, options: dict[str, Any], prepare: Prepare) -> None:
+    """Before the workers are forked: what `prepare` makes of the messages of the capture's
+    first `WARM_BYTES`, made here and thrown away, for what it leaves behind.
+
+    The first message of each API, version and direction costs far more than the next
+    ones: its decoder and its -V writer are generated and compiled, its plan built (for
+    -V, about a third of a second of CPU on mixed traffic). Each worker paid that again;
+    made once here, every forked worker inherits it, and pays only for the APIs the
+    capture's start did not show. The price is that start read twice (a few hundredths
+    of a second). Nothing made here reaches the output: it only fills what a process
+    fills on first use (the same whichever message fills it).
+    """
+    from kdissect.pipeline import read_messages as read_in_one
+
+    clock = CaptureClock()
+    ready = None
+    try:
+        with open(path, "rb") as file:
+            head = io.BytesIO(file.read(WARM_BYTES))
+        for message in read_in_one(head, ports=options["ports"], detect=options["detect"],
+                                   max_frame_size=options["max_frame_size"], report=_ignore,
+                                   clock=clock, show_secrets=options["show_secrets"]):
+            if ready is None:  # a copy, told the start as a worker is: the workers inherit `prepare` as it is
+                ready = pickle.loads(pickle.dumps(prepare))
+                started = getattr(ready, "started", None)
+                if started is not None:
+                    ready = started(clock.start_ns)
+            ready(message)
+    except Exception:  # a warm-up only (a compressed file cut short, say): the workers make the rest
+        return
 
 
 def portable_definitions() -> tuple[DefinitionSource, ...] | None:
