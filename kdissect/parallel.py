@@ -427,6 +427,8 @@ def warm(path: str, options: dict[str, Any], prepare: Prepare) -> None:
     """
     from kdissect.pipeline import read_messages as read_in_one
 
+    if not os.path.isfile(path):  # what is read here must still be there for the workers
+        return
     clock = CaptureClock()
     ready = None
     try:
