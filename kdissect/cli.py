@@ -405,6 +405,10 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
     """`_messages` on `jobs` worker processes (files that cannot be opened are left out first)."""
     from kdissect.parallel import read_messages as read_in_parallel  # a WorkerError is internal
 
+    # The command multiplies no matrices: the pool of threads OpenBLAS starts when numpy is
+    # first imported (here, for the capture's index) would only cost CPU (a tenth of its
+    # import's time on two cores).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     readable = []
     for path in paths:
         stream = _open_capture(path)
@@ -429,6 +433,7 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
                                     detect=not args.no_detect, max_frame_size=args.max_frame_size,
                                     report=problems, unreadable=unreadable, clock=clock,
                                     show_secrets=args.show_secrets, prepare=prepare,
+                                    preload=getattr(prepare, "preload", ()),
                                     progress=None if bar is None else bar.reach)
     except CaptureError as exc:
         _warn(f"{readable[0]}: {exc}")
@@ -717,6 +722,12 @@ class _TextLines:
     def __init__(self, args: argparse.Namespace, encoding: str, errors: str,
                  start_ns: int | None = None) -> None:
         self.args, self.encoding, self.errors, self.start_ns = args, encoding, errors, start_ns
+        # What every worker imports to make the text (the tree's writers and the decode tier
+        # under them; the hex dump), imported before the workers are forked (`preload` of
+        # `kdissect.parallel.read_messages`)
+        self.preload = ((("kdissect.present.text", "kdissect.decode.values") if args.verbose else ())
+                        + (("kdissect.present.hexdump",) if args.hex else ()))
+        self.warm_up = bool(args.verbose)  # the tree decodes every body (`kdissect.parallel.warm`)
         self.sink: _TextSink | None = None  # in the worker, writing to a string
         self.utf8 = codecs.lookup(encoding).name == "utf-8"  # which encodes piece by piece alike
 
@@ -765,6 +776,9 @@ class _JsonLines:
     is the one that goes through shared memory (`spooled`, as `_TextLines`)."""
 
     spooled = True
+    # what every worker imports to make the JSON (as `_TextLines.preload`)
+    preload = ("kdissect.present.json_text", "kdissect.decode.values")
+    warm_up = True  # the tree decodes every body (`kdissect.parallel.warm`)
 
     def __init__(self, about: bool, encoding: str) -> None:
         self.about, self.encoding = about, encoding

@@ -45,7 +45,10 @@ is what one process reads. The heavy part can run in the workers: a `prepare`
 function is called in the worker on its own copy of each message (paired on its
 connection, which is all a body's decoding needs) and its result comes back with the
 message. A `prepare` with a `started` method is told the capture's first packet time
-once it goes by (`Prepare`). The command has each message's whole text made so (its
+once it goes by (`Prepare`). One that decodes bodies is first run by the parent, before
+it forks, on the messages of the capture's first kilobytes (`warm`): what the first
+message of each API costs (its decoder and writer generated and compiled) is then paid
+once, not again by every worker. The command has each message's whole text made so (its
 summary line, tree and hex dump, or its JSON, as bytes): the parent only puts in what
 depends on the whole capture (the message's number; for JSON its stream and pair too),
 and writes the line itself when pairing in capture order gave the message notes its
@@ -92,6 +95,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import heapq
+import importlib
+import io
 import multiprocessing
 import os
 import pickle
@@ -143,6 +148,7 @@ RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data f
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
 KEPT_CHUNKS = 8  # chunks of the index kept from its first walk for the second (33 bytes a record)
 PACKET_COST = 256  # what a packet costs a worker beyond its bytes, in bytes, when shares are weighed
+WARM_BYTES = 64 * 1024  # of the first file, whose messages the parent makes ready before the fork (`warm`)
 END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
 UNGUARDED = 87  # the exit code of a worker that found its script starting workers again
@@ -152,7 +158,8 @@ UNGUARDED = 87  # the exit code of a worker that found its script starting worke
 # first packet goes by, by what that returns: for what depends on the capture's start time.
 # One whose attribute `spooled` is true returns a tuple whose first item is bytes of the
 # output: with forked workers those reach the parent through shared memory (`kdissect.spool`),
-# as a `spool.Piece`, when there is room (else as bytes).
+# as a `spool.Piece`, when there is room (else as bytes). One whose attribute `warm_up` is true
+# (one that decodes bodies) is first run by the parent on the capture's start (`warm`).
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
@@ -235,8 +242,10 @@ def read_messages(
     options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": max_frame_size,
                "max_held": max_held, "show_secrets": show_secrets,
                "names": list(names or paths), "definitions": portable_definitions()}
-    team = _Team(paths, jobs, options, prepare, finish, worker_context(prepare, finish, *preload),
-                 spooled=bool(getattr(prepare, "spooled", False)))
+    context = worker_context(prepare, finish, *preload)
+    if prepare is not None and getattr(prepare, "warm_up", False) and context.get_start_method() == "fork":
+        warm(paths[0], options, prepare)
+    team = _Team(paths, jobs, options, prepare, finish, context, spooled=bool(getattr(prepare, "spooled", False)))
     team.progress = progress
     handed = False
     try:
@@ -370,11 +379,13 @@ class Finished:
 def worker_context(*uses: Any) -> Any:
     """How worker processes start. On Linux, from a process whose only thread is this one:
     multiprocessing's `fork`, a copy of this process made in a millisecond, with every
-    module it imported. Otherwise (forking a process with other threads could copy a lock
-    one of them holds) the `forkserver` context, its server preloading kdissect and `uses`
-    (module names, or functions whose modules), so that a worker starts in milliseconds,
-    from a process without threads, once the server is up (a second or so: it imports
-    what it preloads); `spawn` where there is no fork server.
+    module it imported, and the modules named in `uses` imported first (once, rather than
+    by each worker after the fork: for -V, tens of milliseconds each). Otherwise (forking
+    a process with other threads could copy a lock one of them holds) the `forkserver`
+    context, its server preloading kdissect and `uses` (module names, or functions whose
+    modules), so that a worker starts in milliseconds, from a process without threads, once
+    the server is up (a second or so: it imports what it preloads); `spawn` where there is
+    no fork server.
 
     The server starts once per process, with the preloads of its first use. A worker
     also imports the main module of a script (multiprocessing's rule: a script that
@@ -389,6 +400,9 @@ def worker_context(*uses: Any) -> Any:
     # Python threads only: the native pools that importing pandas starts (OpenBLAS, Arrow)
     # register at-fork handlers of their own, so a fork is safe with them.
     if sys.platform == "linux" and threading.active_count() == 1:
+        for use in uses:  # imported once, here: each forked worker inherits them
+            if isinstance(use, str):
+                importlib.import_module(use)
         return multiprocessing.get_context("fork")
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
@@ -397,6 +411,40 @@ def worker_context(*uses: Any) -> Any:
                                       for use in uses if use is not None)}
     context.set_forkserver_preload(sorted(modules))  # only before the server starts
     return context
+
+
+def warm(path: str, options: dict[str, Any], prepare: Prepare) -> None:
+    """Before the workers are forked: what `prepare` makes of the messages of the capture's
+    first `WARM_BYTES`, made here and thrown away, for what it leaves behind.
+
+    The first message of each API, version and direction costs far more than the next
+    ones: its decoder and its -V writer are generated and compiled, its plan built (for
+    -V, about a third of a second of CPU on mixed traffic). Each worker paid that again;
+    made once here, every forked worker inherits it, and pays only for the APIs the
+    capture's start did not show. The price is that start read twice (a few hundredths
+    of a second). Nothing made here reaches the output: it only fills what a process
+    fills on first use (the same whichever message fills it).
+    """
+    from kdissect.pipeline import read_messages as read_in_one
+
+    if not os.path.isfile(path):  # what is read here must still be there for the workers
+        return
+    clock = CaptureClock()
+    ready = None
+    try:
+        with open(path, "rb") as file:
+            head = io.BytesIO(file.read(WARM_BYTES))
+        for message in read_in_one(head, ports=options["ports"], detect=options["detect"],
+                                   max_frame_size=options["max_frame_size"], report=_ignore,
+                                   clock=clock, show_secrets=options["show_secrets"]):
+            if ready is None:  # a copy, told the start as a worker is: the workers inherit `prepare` as it is
+                ready = pickle.loads(pickle.dumps(prepare))
+                started = getattr(ready, "started", None)
+                if started is not None:
+                    ready = started(clock.start_ns)
+            ready(message)
+    except Exception:  # a warm-up only (a compressed file cut short, say): the workers make the rest
+        return
 
 
 def portable_definitions() -> tuple[DefinitionSource, ...] | None:
@@ -482,8 +530,7 @@ class _Team:
                 batch, self.read[index] = payload
                 if self.progress is not None:
                     self.progress(max(self.read))
-                for key, what, event in batch:
-                    yield key, index, what, event
+                yield from [(key, index, what, event) for key, what, event in batch]
             elif kind == "end":
                 self.summaries[index] = payload
                 self.read[index] = payload["read"]
@@ -582,7 +629,8 @@ class _Merge:
         connections = self.connections
         numbers = self.numbers
         rings = team.rings
-        for _key, worker, what, event in heapq.merge(*streams, key=itemgetter(0)):
+        # By key, the tuples compared whole: no two share a key and worker.
+        for _key, worker, what, event in heapq.merge(*streams):
             if what == "frame":
                 (local, request, offset, data, first, first_ns, last, last_ns, complete, notes, file, ready,
                  correlation_id, api_key, api_version, client_id, expects_response, header_notes) = event

@@ -8,6 +8,7 @@ capture time), stress what ties connections together.
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import struct
@@ -273,3 +274,68 @@ def test_a_script_of_one_thread_forks_its_workers_guarded_or_not(tmp_path: Path)
                          check=False, cwd=tmp_path)
     one = read_pcap(str(CAPTURES / "incident.pcap"), jobs=1)
     assert (run.returncode, run.stdout) == (0, f"{len(one)} {len(one.table('produce'))}\n"), run.stderr
+
+
+def test_forked_workers_inherit_the_modules_named_rather_than_import_them(tmp_path: Path) -> None:
+    """With `fork`, the modules a reading names (`preload`: for -V, the tree's writers) are
+    imported by the parent, once, before the workers are forked."""
+    script = tmp_path / "preload.py"
+    script.write_text("import sys\n"
+                      "from kdissect import parallel\n"
+                      "assert 'kdissect.present.text' not in sys.modules\n"
+                      "assert parallel.worker_context('kdissect.present.text').get_start_method() == 'fork'\n"
+                      "assert 'kdissect.present.text' in sys.modules\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         check=False, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+
+
+def test_verbose_text_names_what_its_workers_import(tmp_path: Path) -> None:
+    """-V's workers find the tree's writers imported (by the parent, before the fork)."""
+    from kdissect.cli import _TextLines, build_parser
+
+    verbose = _TextLines(build_parser().parse_args(["-V", "x.pcap"]), "utf-8", "strict")
+    assert "kdissect.present.text" in verbose.preload
+    assert _TextLines(build_parser().parse_args(["x.pcap"]), "utf-8", "strict").preload == ()
+
+
+WARMED: list[tuple[str, int | None]] = []  # what `_Recording` saw, in this process
+
+
+class _Recording:
+    """A `prepare` that records what it is told (by `parallel.warm`, in this process)."""
+
+    warm_up = True
+
+    def __init__(self, start_ns: int | None = None) -> None:
+        self.start_ns = start_ns
+
+    def started(self, start_ns: int) -> _Recording:
+        WARMED.append(("started", start_ns))
+        return _Recording(start_ns)
+
+    def __call__(self, message: Message) -> None:
+        WARMED.append(("message", message.number))
+
+
+def test_the_parent_makes_the_capture_start_ready_before_forking_and_keeps_nothing(tmp_path: Path) -> None:
+    """`warm`: the messages of the first `WARM_BYTES` of the capture go through a copy of
+    `prepare`, told the capture's start first, as a worker's is; `prepare` itself is left as
+    it was. A start that cannot be read whole (a compressed file cut short, no capture at
+    all) only ends the warm-up."""
+    capture = CAPTURES / "incident.pcap"
+    options = {"ports": frozenset(parallel.DEFAULT_PORTS), "detect": True,
+               "max_frame_size": parallel.MAX_FRAME_SIZE, "show_secrets": False}
+    first = list(read_messages(str(capture)))
+    start = next(iter(read_messages(str(capture)))).frame.first_ns
+    recording = _Recording()
+    WARMED.clear()
+    parallel.warm(str(capture), options, recording)
+    assert WARMED[0][0] == "started" and WARMED[0][1] is not None and WARMED[0][1] <= start
+    numbers = [number for what, number in WARMED[1:] if what == "message"]
+    assert numbers == list(range(1, len(numbers) + 1)) and 0 < len(numbers) <= len(first)
+    assert recording.start_ns is None
+    whole = capture.read_bytes()
+    for name, data in (("cut.pcap.gz", gzip.compress(whole)[:5000]), ("none.pcap", b"not a capture" * 100)):
+        (tmp_path / name).write_bytes(data)
+        parallel.warm(str(tmp_path / name), options, _Recording())
