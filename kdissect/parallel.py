@@ -61,16 +61,18 @@ With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps
 message of its share, paired, and once its share is read hands them to `finish`; the
 parent hands the results on with the capture's number of each message and index of
 each connection (`Finished`). A caller that may never need the messages themselves
-(`read_pcap`) uses `read_to_come`: the parent only keeps the events as they come and
-puts their keys in order; the messages are made from them, by the same merge, when
-first asked for (`MessagesToCome`). `progress` hears of the bytes of packet records read, as
+(`read_pcap`) uses `read_to_come`: each worker holds its frames, and sends its other
+events once its share is read, at once (the keys of its frames as one array, which the
+parent puts in order at numpy's speed: while the workers read, the parent does nothing
+that would take a core from them); the messages are made from them, by the same merge,
+when first asked for (`MessagesToCome`). `progress` hears of the bytes of packet records read, as
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
 (`BATCH_EVENTS`), and its share of the text rings (`spool.RING_BYTES`); the parent
 reads at most `AHEAD_BATCHES` batches of a worker ahead of the merge, then the pipe
-makes the worker wait (with `read_to_come` the parent reads without bound, but only
-keys; the workers hold their frames, as the capture would); the index of a file costs a
+makes the worker wait (with `read_to_come` a worker holds its frames, as the capture
+would, and the keys of its events until its share is read); the index of a file costs a
 worker one byte per record. A worker that fails sends its error and the parent raises
 `WorkerError`; one that dies silently is found at the end of its pipe; both stop the
 other workers. Workers come from multiprocessing's `fork` or `forkserver`
@@ -97,6 +99,7 @@ import gc
 import heapq
 import importlib
 import io
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -164,6 +167,10 @@ Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
 Key = tuple[int, int, int, int, int]
 Batch = list[tuple[Key, str, Any]]  # events of one worker, as it sends them
+# What the parent keeps of a worker's events when the worker holds its frames (`read_to_come`):
+# the keys of its frames, in its order (an int64 array of five columns, or a list of keys),
+# and its other events.
+Kept = tuple[Any, Batch]
 
 
 class WorkerError(RuntimeError):
@@ -281,11 +288,12 @@ def read_to_come(
     themselves (`read_pcap`, whose per-API tables the workers make): the same messages,
     made only when first asked for (`MessagesToCome.get`).
 
-    Meanwhile the parent only keeps what the workers send, as it comes (no bound: it is
-    what the messages are made of), and puts the keys in order: the capture's number of
-    each message and index of each connection (for `Finished`), the capture-level notes
-    to `report`, in one process's order. Raises CaptureError and WorkerError as
-    `read_messages` does, once every worker has read its share.
+    Each worker holds its frames and sends its other events once its share is read; the
+    parent keeps them (no bound: they are what the messages are made of), and puts the
+    keys in order: the capture's number of each message and index of each connection
+    (for `Finished`), the capture-level notes to `report`, in one process's order. Raises
+    CaptureError and WorkerError as `read_messages` does, once every worker has read its
+    share.
     """
     if not 1 < jobs <= MAX_JOBS:
         raise ValueError(f"jobs must be 2 to {MAX_JOBS} here, not {jobs}")
@@ -295,7 +303,7 @@ def read_to_come(
                "definitions": portable_definitions(), "hold": True}
     team = _Team(paths, jobs, options, None, finish, worker_context(finish, *preload), ahead=0, duplex=True)
     try:
-        kept = [list(team.batches(index)) for index in range(jobs)]  # no bound: none waits for another
+        kept = [team.keys(index) for index in range(jobs)]  # no bound: none waits for another
         merged = _Merge(team, report, None, None, {}, keep_numbers=True)
         merged.number(kept)
         merged.finish(options)
@@ -314,9 +322,9 @@ class MessagesToCome:
     """The messages of a capture the workers read (`read_to_come`), made from what they
     sent, by the same merge as `read_messages`, when first asked for."""
 
-    def __init__(self, team: _Team, kept: list[list[Batch]]) -> None:
+    def __init__(self, team: _Team, kept: list[Kept]) -> None:
         self.team, self.kept = team, kept
-        self.count = sum(1 for batches in kept for batch in batches for event in batch if event[1] == "frame")
+        self.count = sum(len(frames) for frames, _others in kept)
         self.messages: list[Message] | None = None
         weakref.finalize(self, team.stop)
 
@@ -333,7 +341,7 @@ class MessagesToCome:
                     held = [self.team.held(index) for index in range(len(self.kept))]
                 finally:
                     self.team.stop()
-                streams = [_replayed(worker, batches, held[worker]) for worker, batches in enumerate(self.kept)]
+                streams = [_replayed(worker, kept, held[worker]) for worker, kept in enumerate(self.kept)]
                 self.messages = list(pair_messages(merged.messages(streams)))
             self.kept = []
         return self.messages
@@ -516,7 +524,7 @@ class _Team:
                     break
                 except queue.Full:
                     continue
-            if item[0] != "events" and not (item[0] == "end" and self.finishing):
+            if item[0] not in ("events", "keys") and not (item[0] == "end" and self.finishing):
                 return
 
     def events(self, index: int) -> Iterator[tuple[Key, int, str, Any]]:
@@ -542,17 +550,19 @@ class _Team:
             else:
                 raise WorkerError(f"worker {index} failed: {payload}")
 
-    def batches(self, index: int) -> Iterator[Batch]:
-        """One worker's batches of events, in its order (`events`, a batch at a time)."""
+    def keys(self, index: int) -> Kept:
+        """What worker `index` sent of its events once its share was read, holding its frames
+        (`read_to_come`): the keys of its frames, and its other events."""
         ahead = self.ahead[index]
+        kept: Kept = ([], [])
         while True:
             kind, payload = ahead.get()
-            if kind == "events":
-                yield payload[0]
+            if kind == "keys":
+                kept = payload
                 continue
             if kind == "end":
                 self.summaries[index] = payload
-                return
+                return kept
             if kind == "gone":
                 raise died(f"worker {index}", self.processes[index]) from None
             if kind == "capture_error":
@@ -660,23 +670,27 @@ class _Merge:
                     raise CaptureError(event[1])
                 self.unreadable(event[0], CaptureError(event[1]))
 
-    def number(self, kept: list[list[Batch]]) -> None:
-        """From the batches of events kept of each worker: the capture's number of each
+    def number(self, kept: list[Kept]) -> None:
+        """From the events kept of each worker (`_Team.keys`): the capture's number of each
         message, the connections in the order they were found, capture-level notes in order."""
-        frames: list[tuple[Key, int]] = []
-        others: list[tuple[Key, int, str, Any]] = []
-        for worker, batches in enumerate(kept):
-            for batch in batches:
-                found = [(item[0], worker) for item in batch if item[1] == "frame"]
-                frames += found
-                if len(found) < len(batch):  # connections found, notes: seldom
-                    others += [(key, worker, what, event) for key, what, event in batch
-                               if what != "frame" and what != "start"]
-        frames.sort()  # one sorted run per worker: merged
+        import numpy as np
+
         numbers = self.numbers
-        for number, (_key, worker) in enumerate(frames, 1):
-            numbers[worker].append(number)
-        others.sort(key=itemgetter(0))
+        try:
+            keys = [np.asarray(frames, dtype=np.int64).reshape(-1, 5) for frames, _others in kept]
+        except OverflowError:  # a key beyond 64 bits (a capture time far off): sorted as tuples
+            frames = sorted((tuple(key), worker) for worker, (found, _others) in enumerate(kept)
+                            for key in (found.tolist() if isinstance(found, np.ndarray) else found))
+            for number, (_key, worker) in enumerate(frames, 1):
+                numbers[worker].append(number)
+        else:
+            every = np.concatenate(keys)
+            order = np.lexsort(every.T[::-1])  # as the keys sort as tuples, none equal to another
+            placed = np.repeat(np.arange(len(keys)), [len(found) for found in keys])[order]
+            for worker in range(len(keys)):
+                numbers[worker] += (np.flatnonzero(placed == worker) + 1).tolist()
+        others = sorted(((key, worker, what, event) for worker, (_frames, found) in enumerate(kept)
+                         for key, what, event in found if what != "start"), key=itemgetter(0))
         for _key, worker, what, event in others:
             if what == "open":
                 local, client, server, tls = event
@@ -961,11 +975,14 @@ class _Worker:
     def _event(self, key: tuple[int, int, int, int], what: str, event: Any) -> None:
         self.sequence += 1
         self.batch.append(((*key, self.sequence), what, event))
-        if len(self.batch) >= BATCH_EVENTS:
+        if len(self.batch) >= BATCH_EVENTS and self.held is None:
             self._send_batch()
 
     def _send_batch(self) -> None:
-        if self.batch:
+        if self.held is not None:  # holding its frames, it sends every event once its share is read
+            self.pipe.send(("keys", _compact(self.batch)))
+            self.batch = []
+        elif self.batch:
             self.pipe.send(("events", (self.batch, self.read)))
             self.batch = []
 
@@ -978,6 +995,11 @@ def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str,
     empty: the worker makes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     gc.freeze()  # what a forked worker inherits stays shared: the cycle collector leaves it be
+    if finish is not None:
+        # It keeps every message of its share, as `read_pcap` does in one process, and for the
+        # same reason without the cycle collector (`cycle_collection_paused`): none is in a
+        # cycle, and the collector would walk them again and again as they pile up.
+        gc.disable()
     try:
         use_definitions(options["definitions"])
         _Worker(pipe, index, jobs, options, prepare, finish, ring).run(paths, plan)
@@ -1057,11 +1079,29 @@ class _SharePlan:
         plain &= ((byte(20) << 8 | byte(21)) & 0x3FFF) == 0
         plain &= (data_offset >= 0x50) & (start <= 14 + total) & (start <= chunk.captured[long])
         at, long = at[plain], long[plain]
-        flows = np.ascontiguousarray(view[at[:, None] + np.arange(26, 38)]).view("V12").ravel()
-        unique, inverse = np.unique(flows, return_inverse=True)
-        of_unique = np.array([_flow_bucket(bytes(flow), known) for flow in unique], dtype=np.int8)
-        buckets[long] = of_unique[inverse.ravel()] if len(unique) else -1
+        flows = np.ascontiguousarray(view[at[:, None] + np.arange(26, 38)])
+        first, inverse = _distinct(flows)
+        of_unique = np.array([_flow_bucket(flows[row].tobytes(), known) for row in first.tolist()],
+                             dtype=np.int8)
+        buckets[long] = of_unique[inverse] if len(first) else -1
         return buckets
+
+
+def _distinct(flows: Any) -> tuple[Any, Any]:
+    """The distinct rows of `flows` (4-tuples as 12 bytes a row): where each is first found,
+    and which of them each row is. Sorting 12-byte rows is slow, so each row's two parts are
+    mixed into one 64-bit number, sorted instead; rows found equal that way are checked, and
+    should two differ (a clash, rare) the rows themselves are sorted."""
+    import numpy as np
+
+    addresses = flows[:, :8].copy().view(np.uint64).ravel()
+    ports = flows[:, 8:].copy().view(np.uint32).ravel()
+    mixed = addresses ^ ports.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    _unique, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+    same = first[inverse]
+    if not (np.array_equal(addresses[same], addresses) and np.array_equal(ports[same], ports)):
+        _unique, first, inverse = np.unique(flows.view("V12").ravel(), return_index=True, return_inverse=True)
+    return first, inverse.ravel()
 
 
 def _flow_bucket(flow: bytes, known: dict[bytes, int]) -> int:
@@ -1099,12 +1139,25 @@ def _plain_tcp(data: bytes) -> bool:
             and data_offset >= 0x50 and start <= 14 + total and start <= len(data))
 
 
-def _replayed(worker: int, batches: list[Batch], held: list[Any]) -> Iterator[tuple[Key, int, str, Any]]:
-    """A worker's batches kept, with the frame events it held back, as `_Team.events` gives them."""
-    frames = iter(held)
-    for batch in batches:
-        for key, what, event in batch:
-            yield key, worker, what, next(frames) if what == "frame" else event
+def _compact(batch: Batch) -> Kept:
+    """Every event of a worker that holds its frames, as the parent keeps them (`Kept`): the
+    keys of its frames as one array, a row each (a list when a key does not fit in 64 bits),
+    which goes through a pipe and is put in order at once; the other events as they are."""
+    import numpy as np
+
+    frames: Any = [key for key, what, _event in batch if what == "frame"]
+    with contextlib.suppress(OverflowError):
+        frames = np.fromiter(itertools.chain.from_iterable(frames), np.int64, 5 * len(frames)).reshape(-1, 5)
+    return frames, [item for item in batch if item[1] != "frame"]
+
+
+def _replayed(worker: int, kept: Kept, held: list[Any]) -> Iterator[tuple[Key, int, str, Any]]:
+    """A worker's events kept, with the frame events it held back, as `_Team.events` gives them."""
+    frames, others = kept
+    keys = frames.tolist() if not isinstance(frames, list) else frames
+    framed = ((tuple(key), "frame", event) for key, event in zip(keys, held, strict=True))
+    for key, what, event in heapq.merge(framed, others, key=itemgetter(0)):
+        yield key, worker, what, event
 
 
 def _skip(_index: int, _problem: CaptureError) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from benchmarks.make_capture import build
 from kdissect.pair.message import Message
-from kdissect.parallel import MessagesToCome
+from kdissect.parallel import MessagesToCome, _compact, _Merge, _replayed
 from kdissect.present.analysis import read_pcap
 from kdissect.present.tables import TABLES
 from tests.conftest import CAPTURES
@@ -43,7 +44,10 @@ def test_the_reading_workers_make_the_per_api_tables(many: str) -> None:
 
 
 def test_messages_left_out_by_a_filter_are_left_out_of_the_tables(many: str) -> None:
-    for options in ({"apis": ["Produce", "Fetch"]}, {"filter": "api_key == 0 or latency_ms > 1"}):
+    # DescribeProducers alone: the errors of the other APIs are left out, and with them
+    # their names from the categories of `api_name`, as one process never has them
+    for options in ({"apis": ["Produce", "Fetch"]}, {"filter": "api_key == 0 or latency_ms > 1"},
+                    {"apis": ["DescribeProducers"]}):
         one, two = read_pcap(many, jobs=1, **options), read_pcap(many, jobs=2, **options)
         assert 0 < len(two) == len(one)
         same_api_tables(one, two)
@@ -100,3 +104,23 @@ def test_workers_holding_frames_end_with_the_capture(many: str) -> None:
     for worker in workers:
         worker.join(timeout=10)
     assert not any(worker.is_alive() for worker in workers)
+
+
+def test_keys_beyond_64_bits_are_numbered_as_tuples() -> None:
+    """A worker's keys travel as one array of 64-bit integers; a key that does not fit (a
+    connection closed at a capture time far off) travels as a tuple, and numbers the same."""
+    far = 1 << 70
+    first = [((1, 0, 0, 0, 1), "frame", None), ((3, 1, far, 2, 2), "frame", None)]
+    second = [((2, 0, 0, 0, 1), "open", (0, "client", "server", False)), ((2, 0, 0, 0, 2), "frame", None),
+              ((4, 0, 0, 0, 3), "frame", None)]
+    kept = [_compact(first), _compact(second)]
+    assert isinstance(kept[0][0], list)
+    assert kept[1][0].tolist() == [[2, 0, 0, 0, 2], [4, 0, 0, 0, 3]]
+    near = [first[0], ((3, 1, 5, 2, 2), "frame", None)]
+    for both in (kept, [_compact(near), kept[1]]):  # as tuples, then as arrays
+        merged = _Merge(SimpleNamespace(pipes=[None, None]), None, None, None, {}, keep_numbers=True)  # type: ignore[arg-type]
+        merged.number(both)
+        assert merged.numbers == [[1, 3], [2, 4]]
+        assert [connection.server for connection in merged.connections.values()] == ["server"]
+    assert [(key, what) for key, _worker, what, _event in _replayed(1, kept[1], ["a", "b"])] == [
+        ((2, 0, 0, 0, 1), "open"), ((2, 0, 0, 0, 2), "frame"), ((4, 0, 0, 0, 3), "frame")]

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pandas.api.types import union_categoricals
 
 from kdissect.decode.schema import DefinitionSource
@@ -191,38 +192,69 @@ def _early_table(name: str, messages: list[Message] | MessagesToCome,
                  parts: list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]],
                  dtypes: dict[str, str]) -> pd.DataFrame:
     """Table `name` from the reading workers' parts: the capture's numbers and
-    connections, only the messages kept, rows in message order."""
+    connections, only the messages kept, rows in message order. Each column is made once
+    from the parts (joined, then taken in that order): this runs after the workers, with
+    nothing beside it."""
     total = sum(len(numbers) for _tables, numbers, _streams in parts)
     kept = None
     if isinstance(messages, list) and total != len(messages):
         kept = np.fromiter((m.number for m in messages), np.int64, len(messages))
-    frames = []
+    found = []
     for tables, numbers, stream_of in parts:
         part = tables.pop(name)  # each table is asked for once: the capture keeps it
         number = numbers[part["number"].to_numpy(dtype=np.int64) - 1]
-        part = part.assign(number=number, stream=stream_of[part["stream"].to_numpy(dtype=np.int64)])
-        frames.append(part if kept is None else part[np.isin(number, kept)])
-    filled = [part for part in frames if len(part)] or frames[:1]
-    frame, dtypes = _joined(filled, dtypes) if len(filled) > 1 else (filled[0], dtypes)
-    frame = frame.take(np.argsort(frame["number"].to_numpy(), kind="stable")).reset_index(drop=True)
-    return _categories_remade(frame, dtypes, appearance=False)
+        stream = stream_of[part["stream"].to_numpy(dtype=np.int64)]
+        if kept is not None:
+            keep = np.isin(number, kept)
+            part, number, stream = part[keep], number[keep], stream[keep]
+        found.append((part, number, stream))
+    filled = [found_part for found_part in found if len(found_part[0])] or found[:1]
+    if len(filled) == 1:
+        part, number, stream = filled[0]
+        frame = part.assign(number=number, stream=stream).reset_index(drop=True)
+        return _categories_remade(frame, dtypes, appearance=False)
+    number = np.concatenate([number for _part, number, _stream in filled])
+    order = np.argsort(number, kind="stable")  # rows of each message stay as made
+    frames = [part for part, _number, _stream in filled]
+    columns: dict[str, Any] = {}
+    remade = {}  # the categorical columns still to be made from their text
+    for column in frames[0].columns:
+        if column == "number":
+            columns[column] = number[order]
+        elif column == "stream":
+            columns[column] = np.concatenate([stream for _part, _number, stream in filled])[order]
+        else:
+            joined, whole = _joined([frame[column] for frame in frames], dtypes.get(column),
+                                    unused=kept is not None)
+            columns[column] = joined.take(order)
+            if dtypes.get(column) == "category" and not whole:
+                remade[column] = "category"
+    return _categories_remade(pd.DataFrame(columns, copy=False), remade, appearance=False)
 
 
-def _joined(parts: list[pd.DataFrame], dtypes: dict[str, str]) -> tuple[pd.DataFrame, dict[str, str]]:
-    """The parts one after the other, each categorical column whose parts are all
-    categorical joined by its categories (their sorted union, as one process makes them
-    over the whole column, without reading the values again); and the dtypes of the
-    columns still to be made categorical."""
-    joined = {}
-    for name, dtype in dtypes.items():
-        columns = [part[name] for part in parts]
-        if dtype == "category" and all(isinstance(column.dtype, pd.CategoricalDtype) for column in columns):
-            with contextlib.suppress(TypeError):  # categories of different types: made from the text
-                joined[name] = union_categoricals(columns, sort_categories=True, ignore_order=True)
-    frame = pd.concat([part.drop(columns=list(joined)) for part in parts], ignore_index=True)
-    for name, column in joined.items():
-        frame[name] = column
-    return frame[parts[0].columns], {name: dtype for name, dtype in dtypes.items() if name not in joined}
+def _joined(columns: list[pd.Series], dtype: str | None, *, unused: bool) -> tuple[Any, bool]:
+    """The parts of a column one after the other, and whether a categorical one is whole:
+    its parts all categorical, joined by their categories (their sorted union, as one
+    process makes them over the whole column, without reading the values again; `unused`:
+    some rows were left out, so some categories may be too)."""
+    arrays = [column.array for column in columns]
+    if dtype == "category" and all(isinstance(array.dtype, pd.CategoricalDtype) for array in arrays):
+        if unused:
+            arrays = [array.remove_unused_categories() for array in arrays]
+        with contextlib.suppress(TypeError):  # categories of different types: made from the text
+            return union_categoricals(arrays, sort_categories=True, ignore_order=True), True
+    first = arrays[0].dtype
+    if all(array.dtype == first for array in arrays) and not isinstance(first, pd.CategoricalDtype):
+        if isinstance(first, np.dtype):
+            return np.concatenate([column.to_numpy() for column in columns]), False
+        joined = type(arrays[0])._concat_same_type(arrays)
+        if isinstance(joined, pd.arrays.ArrowStringArray):  # Arrow takes from one chunk much faster
+            whole = pa.array(joined)
+            if isinstance(whole, pa.ChunkedArray):
+                whole = whole.combine_chunks()
+            joined = pd.arrays.ArrowStringArray(whole, dtype=joined.dtype)
+        return joined, False
+    return pd.concat(columns, ignore_index=True).array, False
 
 
 def _put(pipe: Any, request: tuple[Any, ...], index: int) -> None:
