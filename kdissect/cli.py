@@ -428,13 +428,19 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
         _warn(f"{readable[index]}: {problem}")
         failed += 1
 
+    from kdissect.decode.values import cycle_collection_paused
+
+    # Without the cycle collector while the workers' events are merged (the command makes
+    # no reference cycles: `cycle_collection_paused`): it would walk again and again the
+    # batches read ahead of the merge, a sixth of the merging process's time.
     try:
-        yield from read_in_parallel(readable, jobs, ports=[*DEFAULT_PORTS, *args.port],
-                                    detect=not args.no_detect, max_frame_size=args.max_frame_size,
-                                    report=problems, unreadable=unreadable, clock=clock,
-                                    show_secrets=args.show_secrets, prepare=prepare,
-                                    preload=getattr(prepare, "preload", ()),
-                                    progress=None if bar is None else bar.reach)
+        with cycle_collection_paused():
+            yield from read_in_parallel(readable, jobs, ports=[*DEFAULT_PORTS, *args.port],
+                                        detect=not args.no_detect, max_frame_size=args.max_frame_size,
+                                        report=problems, unreadable=unreadable, clock=clock,
+                                        show_secrets=args.show_secrets, prepare=prepare,
+                                        preload=getattr(prepare, "preload", ()),
+                                        progress=None if bar is None else bar.reach)
     except CaptureError as exc:
         _warn(f"{readable[0]}: {exc}")
         yield None
@@ -556,10 +562,10 @@ SUMMARY_BATCH = 512  # summary lines written to the output at once (unless the i
 
 class _TextSink(_Sink):
     def __init__(self, out: IO[str], args: argparse.Namespace) -> None:
-        from kdissect.present.summary import summary_line
+        from kdissect.present.summary import notes_text, summary_line
 
         self.out, self.args = out, args
-        self.summary_line = summary_line
+        self.summary_line, self.notes_text = summary_line, notes_text
         self.clock = CaptureClock()
         self.previous: int | None = None  # the time (ns) of the previous message shown
         self.changes: ChangeMarker | None = None
@@ -628,7 +634,7 @@ class _TextSink(_Sink):
         if self.marks[0] is message:
             line += self.marks[1]
         if self.show_file:
-            line += f" file={printable(message.file or '-')}"
+            line += _file_part(message)
         return line
 
     def pieces(self, message: Message, line: str, tree: str | None = None) -> list[str]:
@@ -665,26 +671,22 @@ class _TextSink(_Sink):
         if self.prompt or through:
             self.out.flush()
 
-    def _write_prepared(self, message: Message, prepared: tuple[Any, int]) -> None:
+    def _write_prepared(self, message: Message, prepared: tuple[Any, int, int, int]) -> None:
         """A message whose text a worker made (`_TextLines`; bytes, or a `spool.Piece`): the
-        capture's number before it; or, when the merge gave the message notes the worker
-        could not know of, written as one process writes it (its tree as the worker made it)."""
-        tail, notes = prepared
+        capture's number before it; when the merge gave the message notes the worker could
+        not know of, its summary line's notes as the merge has them."""
+        tail, notes, cut, end = prepared
+        if self.held:
+            self.flush()
+        chunks = self.chunks
         if notes == len(message.notes):
-            if self.held:
-                self.flush()
-            chunks = self.chunks
             chunks += (b"%6d" % message.number, tail)  # joined once, when written: one copy of the text
-            if len(chunks) >= 2 * SUMMARY_BATCH or self.prompt:
-                self.flush()
-            return
-        if self.chunks:
-            self._write_chunks()
-        tree = None
-        if self.args.verbose and not self.args.hex:  # line, tree, "": the tree is what is between
+        else:
             text = read_all(tail)
-            tree = text[text.index(b"\n") + 1:-2].decode(*self.coding or ("utf-8",))
-        self.write(message, tree)
+            found = self.notes_text(message.all_notes()).encode(*self.coding or ("utf-8",))
+            chunks += (b"%6d" % message.number, text[:cut], found, text[end:])
+        if len(chunks) >= 2 * SUMMARY_BATCH or self.prompt:
+            self.flush()
 
     def _write_chunks(self) -> None:
         self.bytes_out = _write_bytes(self.out, self.chunks, self.bytes_out)
@@ -706,10 +708,12 @@ class _TextLines:
     """What a worker process makes of each message for the text output (--jobs): its whole
     text, as one process writes it and encoded as the output is, but for the number that
     starts it (the capture's, known only where the workers' messages are merged); and how
-    many notes the message had then. The merge writes that text after the number when the
-    message has as many notes there (pairing in capture order added none): only its bytes
-    go through the merging process. A message with notes that name other messages by
-    number (numbers of the worker's) says -1: the merge writes its summary line itself.
+    many notes the message had then, and where its summary line's notes are. The merge
+    writes that text after the number; only its bytes go through the merging process.
+    When the message has other notes there (pairing in capture order added some), the
+    merge puts its own in the summary line, in their place. A message with notes that
+    name other messages by number (numbers of the worker's) says -1: the merge's notes
+    name them by the capture's.
 
     For the plain, -V and -x text, with the time relative to the capture's first packet
     (told by `started`) or absolute; not with what depends on the messages shown before
@@ -718,6 +722,7 @@ class _TextLines:
     """
 
     spooled = True  # the text reaches the merge in shared memory (`kdissect.spool`)
+    light = True  # nothing else of a message is read where the workers' messages are merged
 
     def __init__(self, args: argparse.Namespace, encoding: str, errors: str,
                  start_ns: int | None = None) -> None:
@@ -750,7 +755,9 @@ class _TextLines:
     def started(self, start_ns: int) -> _TextLines:
         return _TextLines(self.args, self.encoding, self.errors, start_ns)
 
-    def __call__(self, message: Message) -> tuple[bytes, int]:
+    def __call__(self, message: Message) -> tuple[bytes, int, int, int]:
+        """The text, the message's notes then (-1: some name messages by the worker's
+        numbers), and where in the text the summary line's notes start and end (bytes)."""
         sink = self.sink
         if sink is None:
             sink = self.sink = _TextSink(io.StringIO(), self.args)  # writes nothing: its pieces are taken
@@ -758,13 +765,17 @@ class _TextLines:
         line = sink.line(message)
         line = line[len(str(message.number).rjust(6)):]  # the number is the merge's to write
         notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
+        end = len(line) - (len(_file_part(message)) if sink.show_file else 0)
+        cut = end - len(sink.notes_text(message.all_notes())) if message.notes or message.frame.notes else end
+        if not line.isascii():  # where they are in the encoded text
+            cut, end = (len(line[:at].encode(self.encoding, self.errors)) for at in (cut, end))
         if sink.lines_only:
-            return (line + "\n").encode(self.encoding, self.errors), notes
+            return (line + "\n").encode(self.encoding, self.errors), notes, cut, end
         pieces = sink.pieces(message, line)
         text = "\n".join(pieces)
         if text.isascii() or not self.utf8:
-            return text.encode(self.encoding, self.errors), notes
-        return _encoded_pieces(pieces, self.encoding, self.errors), notes
+            return text.encode(self.encoding, self.errors), notes, cut, end
+        return _encoded_pieces(pieces, self.encoding, self.errors), notes, cut, end
 
 
 class _JsonLines:
@@ -814,6 +825,11 @@ def _write_bytes(out: IO[str], chunks: list[Any], bytes_out: SpooledOutput | Non
     bytes_out.write(chunks)
     chunks.clear()
     return bytes_out
+
+
+def _file_part(message: Message) -> str:
+    """What --show-file adds to a summary line."""
+    return f" file={printable(message.file or '-')}"
 
 
 def _encoded_pieces(pieces: list[str], encoding: str, errors: str) -> bytes:

@@ -51,8 +51,11 @@ message of each API costs (its decoder and writer generated and compiled) is the
 once, not again by every worker. The command has each message's whole text made so (its
 summary line, tree and hex dump, or its JSON, as bytes): the parent only puts in what
 depends on the whole capture (the message's number; for JSON its stream and pair too),
-and writes the line itself when pairing in capture order gave the message notes its
-worker could not know of. That text does not travel with the events: a forked worker
+and the summary line's notes when pairing in capture order gave the message notes its
+worker could not know of. For text, nothing else of a message is read in the parent
+(a `prepare` whose `light` is true): its frame event carries only what pairing and
+releasing read, from which the parent makes a `_Light` rather than a Message (a third
+of the parent's work per message). That text does not travel with the events: a forked worker
 copies it into a ring of memory it shares with the parent, which writes it to the output
 from there (`kdissect.spool`); only where it lies goes through the pipe (the text itself
 when the ring has no room).
@@ -656,6 +659,16 @@ class _Merge:
                 if numbers:
                     numbers[worker].append(number)
                 yield message
+            elif what == "light":
+                (local, request, correlation_id, expects_response, last_ns, size, notes, header_notes,
+                 ready) = event
+                number += 1
+                light = _Light(number, connections[worker, local], request, correlation_id, expects_response,
+                               last_ns, size, notes, list(header_notes) if header_notes else [])
+                if rings is not None and type(ready[0]) is tuple:
+                    ready = (Piece(rings[worker], *ready[0]), *ready[1:])
+                self.prepared[number] = ready
+                yield light  # type: ignore[misc]  # as a Message to pairing and the command's text
             elif what == "open":
                 local, client, server, tls = event
                 connections[worker, local] = Connection(len(connections), client, server, tls)
@@ -719,6 +732,36 @@ class _Merge:
         kafka.finish()
 
 
+class _Light:
+    """A message as the merge makes it when its worker made all that is shown of it
+    (a `prepare` whose attribute `light` is true: the command's text, `cli._TextLines`):
+    what pairing and sequencing read of a message (`pair.pairing`), and its notes, but
+    neither its bytes nor its header fields, which only the worker needed. It is its own
+    frame: what they read of a frame, its connection and last packet's time, is its own."""
+
+    __slots__ = ("_pair", "connection", "correlation_id", "expects_response", "frame_notes", "is_request",
+                 "last_ns", "notes", "number", "size")
+
+    def __init__(self, number: int, connection: Connection, is_request: bool, correlation_id: int | None,
+                 expects_response: bool, last_ns: int, size: int, frame_notes: tuple[Note, ...],
+                 notes: list[Note]) -> None:
+        self.number, self.connection, self.is_request = number, connection, is_request
+        self.correlation_id, self.expects_response = correlation_id, expects_response
+        self.last_ns, self.size, self.frame_notes, self.notes = last_ns, size, frame_notes, notes
+        self._pair: _Light | None = None  # a request's response (a response's request is not needed)
+
+    @property
+    def frame(self) -> _Light:
+        return self
+
+    def link(self, response: _Light) -> None:
+        self._pair = response
+
+    def all_notes(self) -> list[Note]:
+        """As `Message.all_notes` (the tree's are in the text the worker made)."""
+        return [*self.frame_notes, *self.notes]
+
+
 # --- the worker --------------------------------------------------------------
 
 
@@ -747,6 +790,7 @@ class _Worker:
                  prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None) -> None:
         self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
         self.ring = ring  # where the text `prepare` makes goes (`Prepare`), with room
+        self.light = bool(getattr(prepare, "light", False))  # frames go as `_Light`s
         self.kept: list[Message] = []  # with `finish`: every message of the share
         self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
         self.options = options
@@ -964,6 +1008,11 @@ class _Worker:
                     ready = (self.ring.put(ready[0]), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)
+        if self.light:  # what the merge reads of it then (`_Light`)
+            self._event(key, "light", (frame.connection.index, message.is_request, message.correlation_id,
+                                       message.expects_response, frame.last_ns, len(frame.data), frame.notes,
+                                       header[5], ready))
+            return
         event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
                  frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
                  frame.complete, frame.notes, file, ready, *header)

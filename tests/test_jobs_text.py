@@ -3,8 +3,8 @@
 The merging process only puts the capture's number before each worker's text, unless
 pairing in capture order gave the message notes its worker could not know of (a request
 held too long, one never answered) or the worker's notes name other messages by its own
-numbers (a duplicate correlation id, a response out of FIFO order): then it writes the
-summary line itself. Both ways must give the bytes of one process.
+numbers (a duplicate correlation id, a response out of FIFO order): then it puts its own
+notes in the summary line. Both ways must give the bytes of one process.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def tangled(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Eight connections, interleaved, whose pairing in capture order adds notes: a
     duplicate correlation id, a response out of FIFO order, a request answered after the
     hold limit of 30 s (the note counts the later messages of every connection), and one
-    never answered; the other connections plain exchanges."""
+    never answered (from a client whose id is not ASCII); the other connections plain
+    exchanges."""
     conversations = [Conversation.between((f"10.0.0.{n + 1}", 40000 + n), ("10.0.1.1", 9092))
                      for n in range(8)]
     steps: list[tuple[float, Conversation, bool, bytes]] = []
@@ -60,8 +61,8 @@ def tangled(tmp_path_factory: pytest.TempPathFactory) -> str:
                       (at + 0.2, talk, False, kafka_response(2, bytes(8)))]
         elif n == 2:  # answered after the hold limit
             steps += [(at, talk, True, metadata_request(5)), (at + 40.0, talk, False, kafka_response(5, bytes(8)))]
-        elif n == 3:  # never answered
-            steps.append((at + 41.0, talk, True, kafka_request(18, 3, 77, body=b"\x00")))
+        elif n == 3:  # never answered, from a client whose id is not ASCII (the line's notes move in bytes)
+            steps.append((at + 41.0, talk, True, kafka_request(18, 3, 77, "café-☕".encode(), body=b"\x00")))
         for k in range(6):  # plain exchanges, later, on every connection
             correlation = 100 + k
             steps += [(at + 35.0 + k, talk, True, metadata_request(correlation)),
@@ -80,6 +81,7 @@ def test_the_tangled_capture_has_every_note_that_pairing_in_capture_order_adds(t
     texts = [str(note) for message in read_messages(tangled) for note in message.notes]
     for said in ("duplicate correlation id 9", "out of FIFO order", "no response within", "never answered"):
         assert any(said in text for text in texts), said
+    assert any(message.client_id == "café-☕" and message.notes for message in read_messages(tangled))
 
 
 @pytest.mark.parametrize("options", [(), ("-V",), ("-V", "-x"), ("-x", "-t", "a"),
@@ -126,9 +128,9 @@ def test_a_worker_sends_each_message_text_after_its_number_and_its_note_count() 
         one.truncate()
     found = list(parallel.read_messages([path], 2, prepare=lines_of(["-V", path]), clock=CaptureClock()))
     assert len(found) == len(texts) and all(type(prepared) is tuple for _message, prepared in found)
-    written = [(b"%6d" % message.number + read_all(tail)).decode() for message, (tail, notes) in found
+    written = [(b"%6d" % message.number + read_all(tail)).decode() for message, (tail, notes, _cut, _end) in found
                if notes == len(message.notes)]
-    assert written == [text for text, (message, (_tail, notes)) in zip(texts, found, strict=True)
+    assert written == [text for text, (message, (_tail, notes, _cut, _end)) in zip(texts, found, strict=True)
                        if notes == len(message.notes)]
     assert len(written) == len(found) - 1  # the request never answered: its line is the merge's
 

@@ -95,6 +95,12 @@ class Message:
         return int.from_bytes(data[:4], "big", signed=True) if len(data) >= 4 else len(data)
 
     @property
+    def size(self) -> int:
+        """Bytes of the frame as captured, size prefix included (fewer than `length` + 4
+        when the frame is cut short)."""
+        return len(self.frame.data)
+
+    @property
     def api_name(self) -> str | None:
         return None if self.api_key is None else api_name(self.api_key)
 

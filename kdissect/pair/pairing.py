@@ -9,6 +9,10 @@ API key and version (a response header carries neither).
 that a request leaves the pipeline already knowing its response. Holding
 messages back is bounded, in count and in capture time, so a request that is
 never answered cannot stall the output or pin memory.
+
+Of a message, both read only its number, direction, correlation id, whether it expects
+a response, notes, `size`, `link` and pair, and its frame's connection and last
+packet's time (what `kdissect.parallel` also gives the lighter messages it merges).
 """
 
 from __future__ import annotations
@@ -99,7 +103,7 @@ class Sequencer:
         """Add the next message; the messages now settled at the head, in order."""
         queue = self._queue
         queue.append(message)
-        self._held_bytes += len(message.frame.data)
+        self._held_bytes += message.size
         newest = message.frame.last_ns
         head = queue[0]
         if (head.is_request and head._pair is None and head.expects_response  # not _settled(head)
@@ -115,10 +119,10 @@ class Sequencer:
                         and newest - head.frame.last_ns <= self._hold_ns):
                     break
                 head.notes.append(notes.note(
-                    f"no response within {(newest - head.time_ns) / 1e9:.3f} s and {len(queue) - 1} later "
+                    f"no response within {(newest - head.frame.last_ns) / 1e9:.3f} s and {len(queue) - 1} later "
                     "messages: shown before any answer (hold limit)", id="kafka.response_overdue"))
             released.append(queue.popleft())
-            self._held_bytes -= len(head.frame.data)
+            self._held_bytes -= head.size
         return released
 
     def finish(self) -> Iterator[Message]:

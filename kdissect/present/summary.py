@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -12,6 +12,7 @@ from kdissect.apis import api_name
 from kdissect.decode.tree import printable
 from kdissect.error_codes import error_name
 from kdissect.ingest.net import format_address
+from kdissect.notes import Note
 from kdissect.pair.message import Message
 
 if TYPE_CHECKING:
@@ -61,10 +62,13 @@ def summary_line(message: Message, base_time: float | None = None, *, body_info:
         if request is not None and request is not message:
             text += f" {(frame.last_ns - request.frame.last_ns) / 1e6:.3f} ms"
     if message.notes or frame.notes or message._tree is not None:
-        found = message.all_notes()
-        if found:
-            text += " [" + "; ".join(printable(n.message) for n in found) + "]"
+        text += notes_text(message.all_notes())
     return text
+
+
+def notes_text(found: Sequence[Note]) -> str:
+    """What ends a summary line that has notes (` [first; second]`); nothing without."""
+    return " [" + "; ".join(printable(n.message) for n in found) + "]" if found else ""
 
 
 def _clock(nanoseconds: int) -> str:
