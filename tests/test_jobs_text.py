@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,3 +154,24 @@ def test_text_lines_travel_to_a_worker_without_their_sink(tmp_path: Path) -> Non
     assert prepare.sink is not None
     copy = pickle.loads(pickle.dumps(prepare))
     assert copy.sink is None and copy.start_ns == 5 and isinstance(copy.args, argparse.Namespace)
+
+
+def test_the_merge_runs_without_the_cycle_collector_only_where_the_workers_make_the_output(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    enabled: list[bool] = []
+    write = _TextSink.write
+
+    def noting(sink: _TextSink, message: Any, prepared: Any = None) -> None:
+        enabled.append(gc.isenabled())
+        write(sink, message, prepared)
+
+    monkeypatch.setattr(_TextSink, "write", noting)
+    path = str(CAPTURES / "incident.pcap")
+    for options, paused in ((["-V"], True), (["-i"], False), (["-V", "-Y", "api_key == 3"], False)):
+        enabled.clear()
+        assert main(["--jobs", "2", *options, path]) == 0
+        capsys.readouterr()
+        assert enabled and set(enabled) == {not paused}, options
+        assert gc.isenabled()
