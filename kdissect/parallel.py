@@ -1065,7 +1065,7 @@ class _SharePlan:
 
         buckets = np.full(len(chunk.starts), -1, dtype=np.int8)
         long = np.flatnonzero(chunk.captured >= 48)
-        if self.index.linktype != 1 or not len(long):
+        if self.index.linktype != 1 or not len(long):  # (then the file may be shorter than 48 bytes)
             return buckets
         # the first 48 bytes of each long record, a row each: taken in one step from a view of
         # every 48 bytes of the file (not byte by byte, with an index for each)

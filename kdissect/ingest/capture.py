@@ -558,7 +558,7 @@ class PcapIndex:
     the file is read in order by `read_records`, which reports what it finds.
 
     The file is mapped, not read: `data` is its bytes, and `chunks` walks the record
-    headers INDEX_CHUNK records at a time."""
+    headers INDEX_CHUNK records at a time (`_record_heads`, in C where it is built)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         import mmap
@@ -615,7 +615,8 @@ def _record_heads(data: bytes | bytearray | mmap.mmap, position: int, count: int
     `count` headers and of the end of `data` (HEADER_CUT, TOO_LONG), else 0. A captured
     length above `limit` stops it.
 
-    The reference of `_pcap_index_c.record_heads`, used where it is not built."""
+    The reference of `_pcap_index_c.record_heads`, and the walk where that is not built or
+    KDISSECT_PURE is set."""
     captured_at = struct.Struct((">" if big_endian else "<") + "8xI").unpack_from
     heads = array.array("q")
     append, end = heads.append, len(data)
