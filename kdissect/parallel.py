@@ -1113,22 +1113,24 @@ class _SharePlan:
         import numpy as np
 
         buckets = np.full(len(chunk.starts), -1, dtype=np.int8)
-        if self.index.linktype != 1:
-            return buckets
-        view = np.frombuffer(self.index.data, dtype=np.uint8)
         long = np.flatnonzero(chunk.captured >= 48)
-        at = chunk.starts[long]
+        if self.index.linktype != 1 or not len(long):  # (then the file may be shorter than 48 bytes)
+            return buckets
+        # the first 48 bytes of each long record, a row each: taken in one step from a view of
+        # every 48 bytes of the file (not byte by byte, with an index for each)
+        windows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(self.index.data, dtype=np.uint8), 48)
+        head = windows[chunk.starts[long]]
 
         def byte(offset: int) -> Any:
-            return view[at + offset].astype(np.int64)
+            return head[:, offset].astype(np.int64)
 
         total, data_offset = byte(16) << 8 | byte(17), byte(46)
         start = 34 + (data_offset >> 4) * 4
         plain = ((byte(12) << 8 | byte(13)) == 0x0800) & (byte(14) == 0x45) & (byte(23) == 6)
         plain &= ((byte(20) << 8 | byte(21)) & 0x3FFF) == 0
         plain &= (data_offset >= 0x50) & (start <= 14 + total) & (start <= chunk.captured[long])
-        at, long = at[plain], long[plain]
-        flows = np.ascontiguousarray(view[at[:, None] + np.arange(26, 38)])
+        long = long[plain]
+        flows = np.ascontiguousarray(head[plain, 26:38])
         first, inverse = _distinct(flows)
         of_unique = np.array([_flow_bucket(flows[row].tobytes(), known) for row in first.tolist()],
                              dtype=np.int8)

@@ -178,3 +178,11 @@ def test_connections_closed_on_capture_time_read_the_same_with_two_jobs(
         capsys: pytest.CaptureFixture[str], closing: Path) -> None:
     out = same_output(capsys, "-V", str(closing))
     assert out.count("segments lost") >= 12
+
+
+def test_a_file_shorter_than_the_bytes_a_plan_reads_of_a_record(tmp_path: Path) -> None:
+    """A record too short to be placed, in a file shorter than the 48 bytes read of each one."""
+    path = write_pcap(tmp_path / "short.pcap", records([b"\x45" * 3]))
+    plan = parallel._SharePlan.of([str(path)], 2)
+    assert plan is not None
+    assert [buckets.tolist() for buckets in plan.buckets] == [[-1]]

@@ -1,6 +1,6 @@
 """The package's structure as built: tiers import only downwards, and nothing imports in a circle.
 
-    base (notes, apis, error_codes, spool) < ingest < decode (with dissectors) < pair
+    base (notes, apis, error_codes, spool, native) < ingest < decode (with dissectors) < pair
     < pipeline < present < cli
 
 Every import counts, at module level or inside a function (a lazy import is
@@ -33,7 +33,7 @@ def tier(module: str) -> int:
     if len(parts) == 1:
         return TIERS["cli"]  # the package itself: its lazy attributes reach the tables
     top = parts[1]
-    if top in ("notes", "apis", "error_codes", "spool"):
+    if top in ("notes", "apis", "error_codes", "spool", "native"):
         return TIERS["base"]
     if top == "dissectors":
         return TIERS["decode"]

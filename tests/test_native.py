@@ -11,7 +11,8 @@ well formed (with every kind of key, value and header, varints padded to their w
 extreme timestamps and offsets, every attribute) and then damaged or replaced by random
 bytes. It also writes the elements of arrays of integers, and of fixed-size structs of
 them, as the loops the -V writers generate do: compared on every message of the
-captures and on arrays written here.
+captures and on arrays written here. (`ingest/_pcap_index_c`, the walk over a pcap
+file's record headers, is compared in test_pcap_index.py.)
 
 Here both run side by side, whatever KDISSECT_PURE says; the rest of the suite runs
 whichever kdissect uses (run it with KDISSECT_PURE=1 to test the Python alone).
@@ -38,11 +39,13 @@ from kdissect import cli
 from kdissect.decode import record_check
 from kdissect.decode.compression import DecompressionProblem, decompress
 from kdissect.decode.records import BATCH_HEADER, LOG_OVERHEAD, MAX_DECOMPRESSED_BYTES
+from kdissect.ingest import capture
 from kdissect.present import verbose_records
 from tests.conftest import CAPTURES, missing
 
 CHECKS = settings(derandomize=True, max_examples=400, deadline=None, database=None)
-MODULES = ("kdissect.decode._record_check_c", "kdissect.present._verbose_records_c")
+MODULES = ("kdissect.decode._record_check_c", "kdissect.present._verbose_records_c",
+           "kdissect.ingest._pcap_index_c")  # the last compared in test_pcap_index.py
 
 
 def native(name: str) -> ModuleType:
@@ -82,6 +85,7 @@ def test_ci_builds_and_tests_the_extensions() -> None:
     assert record_check._native_entries is not None
     assert verbose_records._native_records is not None
     assert verbose_records._native_batch is not None
+    assert capture._walk is not capture._record_heads
 
 
 # -- the two implementations on one stretch of records ---------------------------------

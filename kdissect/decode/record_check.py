@@ -22,7 +22,6 @@ from collections.abc import Callable
 from types import ModuleType
 
 from kdissect.decode.compression import DecompressionProblem, decompress
-from kdissect.decode.native import PURE
 from kdissect.decode.records import (
     _BATCH,
     BATCH_CRC_FROM,
@@ -34,6 +33,7 @@ from kdissect.decode.records import (
     decode_legacy,
     zigzag_varint,
 )
+from kdissect.native import PURE
 
 _CONTROL_KEY_SIZE = 4  # version int16 + type int16
 

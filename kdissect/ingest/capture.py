@@ -14,15 +14,20 @@ timestamp resolution and offset), which are rare.
 
 from __future__ import annotations
 
+import array
 import os
 import stat
 import struct
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from kdissect.ingest.compressed import compression_of, decompressing
+from kdissect.native import PURE
 from kdissect.notes import Note, error, note, warn
+
+if TYPE_CHECKING:
+    import mmap
 
 Report = Callable[[Note], None]
 
@@ -553,7 +558,7 @@ class PcapIndex:
     the file is read in order by `read_records`, which reports what it finds.
 
     The file is mapped, not read: `data` is its bytes, and `chunks` walks the record
-    headers INDEX_CHUNK records at a time."""
+    headers INDEX_CHUNK records at a time (`_record_heads`, in C where it is built)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         import mmap
@@ -575,33 +580,70 @@ class PcapIndex:
         import numpy as np
 
         size = size or INDEX_CHUNK
-        captured_at = struct.Struct(self.endian + "8xI").unpack_from
         data, end, limit = self.data, len(self.data), min(self.snaplen, MAX_RECORD)
         position, first = 24, 0
-        block, base, block_end = b"", 0, 0  # a copy from offset `base`: bytes walk faster than a map
         while position < end:
-            heads: list[int] = []
-            append = heads.append
-            for _ in range(size):
-                if position >= end:
-                    break
-                if position + 16 > block_end:
-                    block, base = data[position:position + READ_BUFFER], position
-                    block_end = base + len(block)
-                    if len(block) < 16:
-                        raise NotIndexable("a record header cut short")
-                append(position)
-                (captured,) = captured_at(block, position - base)
-                if captured > limit:
-                    raise NotIndexable("a captured length beyond the snap length")
-                position += 16 + captured
+            heads, position, problem = _walk(data, position, size, self.endian == ">", limit)
+            if problem:
+                raise NotIndexable(INDEX_PROBLEMS[problem])
             if position > end:
                 raise NotIndexable("the last record cut short")
-            at = np.asarray(heads, dtype=np.int64)
-            bytes_ = np.frombuffer(data, dtype=np.uint8)[at[:, None] + np.arange(16)]
-            when, fraction, captured, original = bytes_.view(self.endian + "u4").astype(np.int64).T
+            at = np.frombuffer(heads, dtype=np.int64)
+            # the headers, a row each, taken in one step from a view of the 16 bytes at every
+            # offset of the file (not byte by byte, with an index for each)
+            windows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(data, dtype=np.uint8), 16)
+            when, fraction, captured, original = windows[at].view(self.endian + "u4").astype(np.int64).T
+            del windows  # no view of the map is held while the chunk is out: it may be closed
             yield RecordChunk(first, at + 16, captured, original, when * 1_000_000_000 + fraction * self.resolution)
-            first += len(heads)
+            first += len(at)
 
     def close(self) -> None:
         self.data.close()
+
+
+# What stops a walk over record headers short of its count and of the end of the file
+# (`_record_heads`): the problem's code, and the message NotIndexable gives for it.
+HEADER_CUT, TOO_LONG = 1, 2
+INDEX_PROBLEMS = {HEADER_CUT: "a record header cut short", TOO_LONG: "a captured length beyond the snap length"}
+
+
+def _record_heads(data: bytes | bytearray | mmap.mmap, position: int, count: int, big_endian: bool,
+                  limit: int) -> tuple[array.array[int], int, int]:
+    """Up to `count` record headers of a classic pcap file from `position`, each record's
+    captured length giving where the next begins: where each header starts (int64, for
+    `np.frombuffer`), the position after the last record, and what stopped the walk short of
+    `count` headers and of the end of `data` (HEADER_CUT, TOO_LONG), else 0. A captured
+    length above `limit` stops it.
+
+    The reference of `_pcap_index_c.record_heads`, and the walk where that is not built or
+    KDISSECT_PURE is set."""
+    captured_at = struct.Struct((">" if big_endian else "<") + "8xI").unpack_from
+    heads = array.array("q")
+    append, end = heads.append, len(data)
+    for _ in range(count):
+        if position >= end:
+            break
+        if end - position < 16:
+            return heads, position, HEADER_CUT
+        append(position)
+        (captured,) = captured_at(data, position)
+        if captured > limit:
+            return heads, position, TOO_LONG
+        position += 16 + captured
+    return heads, position, 0
+
+
+def _native_record_heads() -> Callable[[Any, int, int, bool, int], tuple[Any, int, int]]:
+    """`_record_heads` in C (`_pcap_index_c`), where it is built and KDISSECT_PURE is not set
+    (`kdissect.native`); the Python otherwise."""
+    if not PURE:
+        try:
+            from kdissect.ingest._pcap_index_c import record_heads as walk
+        except ImportError:
+            pass
+        else:
+            return walk
+    return _record_heads
+
+
+_walk = _native_record_heads()  # the walk over record headers `PcapIndex.chunks` takes

@@ -13,7 +13,7 @@ refused and the message is written the old way.
 
 A batch that is not a control batch is written by C where it is built
 (`_verbose_records_c`, mirroring `_batch_lines` and `_plain_records`; KDISSECT_PURE=1
-turns it off, see `kdissect.decode.native`): the same text, which a test compares.
+turns it off, see `kdissect.native`): the same text, which a test compares.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import Any
 
 from kdissect.decode import records as rec
 from kdissect.decode.compression import COMPRESSION_NAMES, decompress
-from kdissect.decode.native import PURE
 from kdissect.decode.record_check import decompressed
 from kdissect.decode.record_nodes import (
     BATCH_FIELDS,
@@ -41,6 +40,7 @@ from kdissect.decode.rows import _Layout, length_prefix  # _Layout: rows of a ta
 from kdissect.decode.schema.plan import StructPlan
 from kdissect.decode.tree import printable
 from kdissect.dissectors import Display
+from kdissect.native import PURE
 from kdissect.present.lines import (
     GENERATED_TAILS,
     _hexes,
