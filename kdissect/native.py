@@ -16,8 +16,26 @@ This module is in the base tier, so that every tier that has C may import it.
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import TypeVar
 
 PURE = os.environ.get("KDISSECT_PURE", "") not in ("", "0")
 
-__all__ = ["PURE"]
+T = TypeVar("T")
+
+
+def native_or(module: str, name: str, python: T) -> T:
+    """`name` of the C extension `module` where it is built and PURE is not set; else
+    `python`, the function it mirrors."""
+    if not PURE:
+        try:
+            found: T = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            pass
+        else:
+            return found
+    return python
+
+
+__all__ = ["PURE", "native_or"]

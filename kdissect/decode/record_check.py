@@ -33,7 +33,7 @@ from kdissect.decode.records import (
     decode_legacy,
     zigzag_varint,
 )
-from kdissect.native import PURE
+from kdissect.native import PURE, native_or
 
 _CONTROL_KEY_SIZE = 4  # version int16 + type int16
 
@@ -172,20 +172,8 @@ def _bytes_end(data: bytes, pos: int, end: int) -> tuple[int, int]:
     return length, at + length
 
 
-def _native_walk() -> Callable[[bytes, int, int, int, bool], bool]:
-    """`_records_clean` in C (`_record_check_c`), where it is built and KDISSECT_PURE is not set
-    (`native`); the Python otherwise."""
-    if not PURE:
-        try:
-            from kdissect.decode._record_check_c import records_clean as walk
-        except ImportError:
-            pass
-        else:
-            return walk
-    return _records_clean
-
-
-_walk = _native_walk()  # the walk over a batch's records `_batch_clean` takes
+# the walk over a batch's records `_batch_clean` takes: in C where it is built (`kdissect.native`)
+_walk = native_or("kdissect.decode._record_check_c", "records_clean", _records_clean)
 
 
 def _native_entries_clean() -> Callable[[bytes, int, int, int], bool | None] | None:

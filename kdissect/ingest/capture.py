@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from kdissect.ingest.compressed import compression_of, decompressing
-from kdissect.native import PURE
+from kdissect.native import native_or
 from kdissect.notes import Note, error, note, warn
 
 if TYPE_CHECKING:
@@ -633,17 +633,5 @@ def _record_heads(data: bytes | bytearray | mmap.mmap, position: int, count: int
     return heads, position, 0
 
 
-def _native_record_heads() -> Callable[[Any, int, int, bool, int], tuple[Any, int, int]]:
-    """`_record_heads` in C (`_pcap_index_c`), where it is built and KDISSECT_PURE is not set
-    (`kdissect.native`); the Python otherwise."""
-    if not PURE:
-        try:
-            from kdissect.ingest._pcap_index_c import record_heads as walk
-        except ImportError:
-            pass
-        else:
-            return walk
-    return _record_heads
-
-
-_walk = _native_record_heads()  # the walk over record headers `PcapIndex.chunks` takes
+# the walk over record headers `PcapIndex.chunks` takes: in C where it is built (`kdissect.native`)
+_walk = native_or("kdissect.ingest._pcap_index_c", "record_heads", _record_heads)
