@@ -54,7 +54,7 @@ depends on the whole capture (the message's number; for JSON its stream and pair
 and the summary line's notes when pairing in capture order gave the message notes its
 worker could not know of. For text, nothing else of a message is read in the parent
 (a `prepare` whose `light` is true): its frame event carries only what pairing and
-releasing read, from which the parent makes a `_Light` rather than a Message (a third
+releasing read, from which the parent makes a `_Light` rather than a Message (about a quarter
 of the parent's work per message). That text does not travel with the events: a forked worker
 copies it into a ring of memory it shares with the parent, which writes it to the output
 from there (`kdissect.spool`); only where it lies goes through the pipe (the text itself
