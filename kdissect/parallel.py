@@ -54,11 +54,12 @@ depends on the whole capture (the message's number; for JSON its stream and pair
 and the summary line's notes when pairing in capture order gave the message notes its
 worker could not know of. For text, nothing else of a message is read in the parent
 (a `prepare` whose `light` is true): its frame event carries only what pairing and
-releasing read, from which the parent makes a `_Light` rather than a Message (about a quarter
-of the parent's work per message). That text does not travel with the events: a forked worker
-copies it into a ring of memory it shares with the parent, which writes it to the output
-from there (`kdissect.spool`); only where it lies goes through the pipe (the text itself
-when the ring has no room).
+releasing read, from which the parent makes a `light.Light` rather than a Message (about a
+quarter of the parent's work per message); a batch of those goes as arrays of ints, which
+the parent puts in order with numpy (`kdissect.light`). That text does not travel with the
+events: a forked worker copies it into a ring of memory it shares with the parent, which
+writes it to the output from there (`kdissect.spool`); only where it lies goes through the
+pipe (the text itself when the ring has no room).
 
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
 message of its share, paired, and once its share is read hands them to `finish`; the
@@ -140,6 +141,7 @@ from kdissect.ingest.reassembly import (
 )
 from kdissect.ingest.reassembly import TcpConnection as _TcpConnection
 from kdissect.ingest.sasl import SecretMasker
+from kdissect.light import Columns, Key, Light, merged, received
 from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import Pairer, pair_messages
@@ -168,7 +170,6 @@ UNGUARDED = 87  # the exit code of a worker that found its script starting worke
 # (one that decodes bodies) is first run by the parent on the capture's start (`warm`).
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Any]
-Key = tuple[int, int, int, int, int]
 Batch = list[tuple[Key, str, Any]]  # events of one worker, as it sends them
 # What the parent keeps of a worker's events when the worker holds its frames (`read_to_come`):
 # the keys of its frames, in its order (an int64 array of five columns, or a list of keys),
@@ -484,6 +485,7 @@ class _Team:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
+        self.light = _light(prepare, options)  # the workers send "lights" batches (`kdissect.light`)
         # the workers' text rings (`Prepare`): shared memory that only a fork hands on
         forked = context.get_start_method() == "fork"
         self.rings = rings(jobs) if spooled and forked else None
@@ -527,21 +529,28 @@ class _Team:
                     break
                 except queue.Full:
                     continue
-            if item[0] not in ("events", "keys") and not (item[0] == "end" and self.finishing):
+            if item[0] not in ("events", "lights", "keys") and not (item[0] == "end" and self.finishing):
                 return
 
     def events(self, index: int) -> Iterator[tuple[Key, int, str, Any]]:
         """One worker's events, in its order; its summary is kept when it ends."""
+        for kind, payload in self.batches(index):
+            batch = payload[0] if kind == "events" else received(payload)
+            yield from [(key, index, what, event) for key, what, event in batch]
+
+    def batches(self, index: int) -> Iterator[tuple[str, Any]]:
+        """One worker's batches of events ("events" or "lights", with their payloads), in its
+        order; its summary is kept when it ends."""
         ahead = self.ahead[index]
         while True:
             kind, payload = ahead.get()
             if kind == "gone":
                 raise died(f"worker {index}", self.processes[index]) from None
-            if kind == "events":
-                batch, self.read[index] = payload
+            if kind == "events" or kind == "lights":
+                self.read[index] = payload[-1]
                 if self.progress is not None:
                     self.progress(max(self.read))
-                yield from [(key, index, what, event) for key, what, event in batch]
+                yield kind, payload
             elif kind == "end":
                 self.summaries[index] = payload
                 self.read[index] = payload["read"]
@@ -636,9 +645,18 @@ class _Merge:
     def messages(self, streams: Sequence[Iterable[tuple[Key, int, str, Any]]] | None = None) -> Iterator[Message]:
         """The messages, numbered, from the workers' events (or `streams`: events kept)."""
         team = self.team
+        number = 0
+        if streams is None and team.light and not self.numbers:  # batches merged a batch at a time
+            for item in merged([team.batches(index) for index in range(len(team.pipes))], self.connections,
+                               team.rings, self.prepared, self._other):
+                if type(item) is tuple:  # a batch that is not "lights": one by one from here on
+                    streams, number = item
+                    break
+                yield item  # type: ignore[misc]  # a Light, as a Message to pairing and the command's text
+            else:
+                return
         if streams is None:
             streams = [team.events(index) for index in range(len(team.pipes))]
-        number = 0
         connections = self.connections
         numbers = self.numbers
         rings = team.rings
@@ -663,25 +681,30 @@ class _Merge:
                 (local, request, correlation_id, expects_response, last_ns, size, notes, header_notes,
                  ready) = event
                 number += 1
-                light = _Light(number, connections[worker, local], request, correlation_id, expects_response,
-                               last_ns, size, notes, list(header_notes) if header_notes else [])
+                light = Light(number, connections[worker, local], request, correlation_id, expects_response,
+                              last_ns, size, notes, list(header_notes) if header_notes else [])
                 if rings is not None and type(ready[0]) is tuple:
                     ready = (Piece(rings[worker], *ready[0]), *ready[1:])
                 self.prepared[number] = ready
                 yield light  # type: ignore[misc]  # as a Message to pairing and the command's text
-            elif what == "open":
-                local, client, server, tls = event
-                connections[worker, local] = Connection(len(connections), client, server, tls)
-            elif what == "note":
-                if self.report is not None:
-                    self.report(event)
-            elif what == "start":
-                if self.clock is not None and self.clock.start_ns is None:
-                    self.clock.start_ns = event
-            elif what == "unreadable":
-                if self.unreadable is None:
-                    raise CaptureError(event[1])
-                self.unreadable(event[0], CaptureError(event[1]))
+            else:
+                self._other(worker, what, event)
+
+    def _other(self, worker: int, what: str, event: Any) -> None:
+        """An event that is not a message."""
+        if what == "open":
+            local, client, server, tls = event
+            self.connections[worker, local] = Connection(len(self.connections), client, server, tls)
+        elif what == "note":
+            if self.report is not None:
+                self.report(event)
+        elif what == "start":
+            if self.clock is not None and self.clock.start_ns is None:
+                self.clock.start_ns = event
+        elif what == "unreadable":
+            if self.unreadable is None:
+                raise CaptureError(event[1])
+            self.unreadable(event[0], CaptureError(event[1]))
 
     def number(self, kept: list[Kept]) -> None:
         """From the events kept of each worker (`_Team.keys`): the capture's number of each
@@ -732,36 +755,6 @@ class _Merge:
         kafka.finish()
 
 
-class _Light:
-    """A message as the merge makes it when its worker made all that is shown of it
-    (a `prepare` whose attribute `light` is true: the command's text, `cli._TextLines`):
-    what pairing and sequencing read of a message (`pair.pairing`), and its notes, but
-    neither its bytes nor its header fields, which only the worker needed. It is its own
-    frame: what they read of a frame, its connection and last packet's time, is its own."""
-
-    __slots__ = ("_pair", "connection", "correlation_id", "expects_response", "frame_notes", "is_request",
-                 "last_ns", "notes", "number", "size")
-
-    def __init__(self, number: int, connection: Connection, is_request: bool, correlation_id: int | None,
-                 expects_response: bool, last_ns: int, size: int, frame_notes: tuple[Note, ...],
-                 notes: list[Note]) -> None:
-        self.number, self.connection, self.is_request = number, connection, is_request
-        self.correlation_id, self.expects_response = correlation_id, expects_response
-        self.last_ns, self.size, self.frame_notes, self.notes = last_ns, size, frame_notes, notes
-        self._pair: _Light | None = None  # a request's response (a response's request is not needed)
-
-    @property
-    def frame(self) -> _Light:
-        return self
-
-    def link(self, response: _Light) -> None:
-        self._pair = response
-
-    def all_notes(self) -> list[Note]:
-        """As `Message.all_notes` (the tree's are in the text the worker made)."""
-        return [*self.frame_notes, *self.notes]
-
-
 # --- the worker --------------------------------------------------------------
 
 
@@ -790,12 +783,13 @@ class _Worker:
                  prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None) -> None:
         self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
         self.ring = ring  # where the text `prepare` makes goes (`Prepare`), with room
-        self.light = bool(getattr(prepare, "light", False))  # frames go as `_Light`s
+        self.light = bool(getattr(prepare, "light", False))  # frames go as `light.Light`s
         self.kept: list[Message] = []  # with `finish`: every message of the share
         self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
         self.options = options
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
-        self.batch: list[tuple[Key, str, Any]] = []
+        # light (`kdissect.light`): a batch of arrays; else the events as they are
+        self.batch: Any = Columns() if _light(prepare, options) else []
         self.sequence = 0
         self.read = 0  # bytes of the records read so far (for progress)
         self.key: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -1008,10 +1002,16 @@ class _Worker:
                     ready = (self.ring.put(ready[0]), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)
-        if self.light:  # what the merge reads of it then (`_Light`)
-            self._event(key, "light", (frame.connection.index, message.is_request, message.correlation_id,
-                                       message.expects_response, frame.last_ns, len(frame.data), frame.notes,
-                                       header[5], ready))
+        if self.light:  # what the merge reads of it then (`kdissect.light`)
+            light = (frame.connection.index, message.is_request, message.correlation_id, message.expects_response,
+                     frame.last_ns, len(frame.data), frame.notes, header[5])
+            if type(self.batch) is Columns:
+                self.sequence += 1
+                self.batch.message((*key, self.sequence), *light, ready)  # type: ignore[arg-type]  # made: prepare is light
+                if len(self.batch) >= BATCH_EVENTS:
+                    self._send_batch()
+            else:
+                self._event(key, "light", (*light, ready))
             return
         event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
                  frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
@@ -1023,7 +1023,10 @@ class _Worker:
 
     def _event(self, key: tuple[int, int, int, int], what: str, event: Any) -> None:
         self.sequence += 1
-        self.batch.append(((*key, self.sequence), what, event))
+        if type(self.batch) is Columns:
+            self.batch.add((*key, self.sequence), what, event)
+        else:
+            self.batch.append(((*key, self.sequence), what, event))
         if len(self.batch) >= BATCH_EVENTS and self.held is None:
             self._send_batch()
 
@@ -1031,6 +1034,10 @@ class _Worker:
         if self.held is not None:  # holding its frames, it sends every event once its share is read
             self.pipe.send(("keys", _compact(self.batch)))
             self.batch = []
+        elif type(self.batch) is Columns:
+            if self.batch:
+                self.pipe.send(self.batch.payload(self.read))
+                self.batch = Columns()
         elif self.batch:
             self.pipe.send(("events", (self.batch, self.read)))
             self.batch = []
@@ -1209,6 +1216,12 @@ def _replayed(worker: int, kept: Kept, held: list[Any]) -> Iterator[tuple[Key, i
     framed = ((tuple(key), "frame", event) for key, event in zip(keys, held, strict=True))
     for key, what, event in heapq.merge(framed, others, key=itemgetter(0)):
         yield key, worker, what, event
+
+
+def _light(prepare: Prepare | None, options: dict[str, Any]) -> bool:
+    """Whether workers send their messages light, in "lights" batches (`kdissect.light`):
+    for a `prepare` whose `light` is true, when they do not hold their frames."""
+    return bool(getattr(prepare, "light", False)) and not options.get("hold")
 
 
 def _skip(_index: int, _problem: CaptureError) -> None:

@@ -143,7 +143,7 @@ def both(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
 # then start from a fork server, without rings), counting the texts that came through them.
 COUNTING = """
 import sys
-from kdissect import parallel, spool
+from kdissect import light, parallel, spool
 spool.RING_BYTES = int(sys.argv[1])
 made = 0
 class Counted(spool.Piece):
@@ -152,7 +152,7 @@ class Counted(spool.Piece):
         global made
         made += 1
         super().__init__(*arguments)
-parallel.Piece = Counted
+parallel.Piece = light.Piece = Counted  # the JSON's merge, and the text's (`kdissect.light`)
 from kdissect.cli import main
 status = main(sys.argv[2:])
 sys.stdout.flush()
