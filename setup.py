@@ -7,8 +7,10 @@ is at hand, `optional=True` lets the install go on without them, pure Python.
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    # capture._record_heads: the walk over a classic pcap file's record headers
-    Extension("kdissect.ingest._pcap_index_c", ["kdissect/ingest/_pcap_index_c.c"], optional=True),
+    # capture._record_heads: the walk over a classic pcap file's record headers; and
+    # parallel._python_buckets: each record's connection bucket (zlib's CRC-32, as Python's)
+    Extension("kdissect.ingest._pcap_index_c", ["kdissect/ingest/_pcap_index_c.c"], libraries=["z"],
+              optional=True),
     # record_check._records_clean: the walk over a batch's records
     Extension("kdissect.decode._record_check_c", ["kdissect/decode/_record_check_c.c"],
               depends=["kdissect/decode/_varint.h"], optional=True),

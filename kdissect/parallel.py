@@ -142,6 +142,7 @@ from kdissect.ingest.reassembly import (
 from kdissect.ingest.reassembly import TcpConnection as _TcpConnection
 from kdissect.ingest.sasl import SecretMasker
 from kdissect.light import Columns, Key, Light, merged, received
+from kdissect.native import native_or
 from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
 from kdissect.pair.pairing import Pairer, pair_messages
@@ -1090,9 +1091,8 @@ class _SharePlan:
         self.buckets: list[Any] = []
         self.kept: list[RecordChunk] | None = []  # the chunks, while they are few
         weights = np.zeros(CLOSED_BUCKETS)
-        known: dict[bytes, int] = {}
         for chunk in index.chunks():
-            buckets = self._buckets(chunk, known)
+            buckets = self._buckets(chunk)
             self.buckets.append(buckets)
             if self.kept is not None:
                 self.kept = [*self.kept, chunk] if len(self.kept) < KEPT_CHUNKS else None
@@ -1116,33 +1116,49 @@ class _SharePlan:
         kept, self.kept = self.kept, None
         return zip(self.index.chunks() if kept is None else kept, self.buckets, strict=True)
 
-    def _buckets(self, chunk: RecordChunk, known: dict[bytes, int]) -> Any:
+    def _buckets(self, chunk: RecordChunk) -> Any:
+        """The bucket of each record of the chunk (int8), -1 where no plan can say."""
         import numpy as np
 
-        buckets = np.full(len(chunk.starts), -1, dtype=np.int8)
-        long = np.flatnonzero(chunk.captured >= 48)
-        if self.index.linktype != 1 or not len(long):  # (then the file may be shorter than 48 bytes)
-            return buckets
-        # the first 48 bytes of each long record, a row each: taken in one step from a view of
-        # every 48 bytes of the file (not byte by byte, with an index for each)
-        windows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(self.index.data, dtype=np.uint8), 48)
-        head = windows[chunk.starts[long]]
+        if self.index.linktype != 1:  # (then the file may be shorter than 48 bytes)
+            return np.full(len(chunk.starts), -1, dtype=np.int8)
+        starts, captured = (np.ascontiguousarray(column, dtype=np.int64) for column in (chunk.starts, chunk.captured))
+        return np.frombuffer(_flow_buckets(self.index.data, starts, captured), dtype=np.int8)
 
-        def byte(offset: int) -> Any:
-            return head[:, offset].astype(np.int64)
 
-        total, data_offset = byte(16) << 8 | byte(17), byte(46)
-        start = 34 + (data_offset >> 4) * 4
-        plain = ((byte(12) << 8 | byte(13)) == 0x0800) & (byte(14) == 0x45) & (byte(23) == 6)
-        plain &= ((byte(20) << 8 | byte(21)) & 0x3FFF) == 0
-        plain &= (data_offset >= 0x50) & (start <= 14 + total) & (start <= chunk.captured[long])
-        long = long[plain]
-        flows = np.ascontiguousarray(head[plain, 26:38])
-        first, inverse = _distinct(flows)
-        of_unique = np.array([_flow_bucket(flows[row].tobytes(), known) for row in first.tolist()],
-                             dtype=np.int8)
-        buckets[long] = of_unique[inverse] if len(first) else -1
-        return buckets
+def _python_buckets(data: Any, starts: Any, captured: Any) -> bytes:
+    """The bucket of each record of an Ethernet capture (its bytes at `starts`, `captured`
+    long: int64 arrays) that is a plain IPv4 TCP segment (what `_plain_tcp` checks, here on
+    all the records at once), -1 for any other, as bytes (int8 each).
+
+    The reference of `_pcap_index_c.flow_buckets`, and the plan's where that is not built or
+    KDISSECT_PURE is set."""
+    import numpy as np
+
+    buckets = np.full(len(starts), -1, dtype=np.int8)
+    long = np.flatnonzero(captured >= 48)
+    if not len(long):
+        return buckets.tobytes()
+    # the first 48 bytes of each long record, a row each: taken in one step from a view of
+    # every 48 bytes of the file (not byte by byte, with an index for each)
+    windows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(data, dtype=np.uint8), 48)
+    head = windows[starts[long]]
+
+    def byte(offset: int) -> Any:
+        return head[:, offset].astype(np.int64)
+
+    total, data_offset = byte(16) << 8 | byte(17), byte(46)
+    start = 34 + (data_offset >> 4) * 4
+    plain = ((byte(12) << 8 | byte(13)) == 0x0800) & (byte(14) == 0x45) & (byte(23) == 6)
+    plain &= ((byte(20) << 8 | byte(21)) & 0x3FFF) == 0
+    plain &= (data_offset >= 0x50) & (start <= 14 + total) & (start <= captured[long])
+    long = long[plain]
+    flows = np.ascontiguousarray(head[plain, 26:38])
+    first, inverse = _distinct(flows)
+    known: dict[bytes, int] = {}
+    of_unique = np.array([_flow_bucket(flows[row].tobytes(), known) for row in first.tolist()], dtype=np.int8)
+    buckets[long] = of_unique[inverse] if len(first) else -1
+    return buckets.tobytes()
 
 
 def _distinct(flows: Any) -> tuple[Any, Any]:
@@ -1169,6 +1185,10 @@ def _flow_bucket(flow: bytes, known: dict[bytes, int]) -> int:
         bucket = known[flow] = flow_bucket((flow[0:4], int.from_bytes(flow[8:10], "big"),
                                             flow[4:8], int.from_bytes(flow[10:12], "big")))
     return bucket
+
+
+# the buckets of a chunk's records: in C where it is built (`kdissect.native`)
+_flow_buckets = native_or("kdissect.ingest._pcap_index_c", "flow_buckets", _python_buckets)
 
 
 def balanced(weights: list[float], jobs: int) -> list[int]:

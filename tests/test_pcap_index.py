@@ -30,6 +30,9 @@ from kdissect.ingest.capture import (
     PcapIndex,
     read_records,
 )
+from kdissect.ingest.net import decode_tcp
+from kdissect.ingest.reassembly import flow_bucket
+from kdissect.parallel import _plain_tcp, _python_buckets
 from tests.conftest import CAPTURES, missing
 
 CHECKS = settings(derandomize=True, max_examples=300, deadline=None, database=None)
@@ -189,3 +192,111 @@ def test_the_walk_refuses_what_it_cannot_mean(walk: Walk) -> None:
             walk(b"\x00" * 64, position, count, False, 100)
     with pytest.raises(TypeError):
         walk("text", 0, 1, False, 100)
+
+
+# --- the buckets of the `--jobs` share plan (`parallel._python_buckets`) -------------------
+
+Buckets = Callable[[Any, Any, Any], bytes]
+
+
+@pytest.fixture(scope="module")
+def buckets_in_c() -> Buckets:
+    try:
+        module = importlib.import_module("kdissect.ingest._pcap_index_c")
+    except ImportError:
+        missing("kdissect.ingest._pcap_index_c is not built (no C compiler at install?)")
+    flow_buckets: Buckets = module.flow_buckets
+    return flow_buckets
+
+
+def planned(path: Path, buckets: Buckets, size: int | None = None) -> list[int]:
+    """The bucket `buckets` gives each record of an Ethernet capture, chunk by chunk."""
+    import numpy as np
+
+    index = PcapIndex(path)
+    try:
+        assert index.linktype == 1
+        return [bucket for chunk in index.chunks(size)
+                for bucket in np.frombuffer(buckets(index.data, np.ascontiguousarray(chunk.starts),
+                                                    np.ascontiguousarray(chunk.captured)), dtype=np.int8).tolist()]
+    finally:
+        index.close()
+
+
+def decoded(path: Path) -> list[int]:
+    """Each record's bucket as a worker finds it, by decoding the packet (`net.decode_tcp`),
+    where the plan may place it (`parallel._plain_tcp`): -1 for any other."""
+    return [flow_bucket(raw[:4]) if (raw := decode_tcp(linktype, data, original)) is not None and _plain_tcp(data)
+            else -1 for _number, _timestamp, linktype, data, original in read_records(path)]
+
+
+def test_the_plan_places_every_record_of_the_captures_where_its_worker_finds_it(
+        buckets_in_c: Buckets, public_captures: Path) -> None:
+    paths = [path for path in [*sorted(CAPTURES.glob("*.pcap")), *classic(sorted(public_captures.glob("*.pcap*")))]
+             if PcapIndex(path).linktype == 1]
+    assert len(paths) > 5
+    placed = 0
+    for path in paths:
+        expected = decoded(path)
+        assert planned(path, _python_buckets) == expected, path
+        assert planned(path, buckets_in_c, 7) == planned(path, buckets_in_c) == expected, path
+        placed += sum(bucket >= 0 for bucket in expected)
+    assert placed > 500
+
+
+def packet_head(rng_bytes: bytes, plain: bool, ihl: int, protocol: int, fragment: int, data_offset: int,
+                total: int, same_address: bool) -> bytes:
+    """An Ethernet IPv4 header and a TCP header's first 14 bytes, from the fields given and
+    `rng_bytes` (addresses, ports, and the rest)."""
+    source, destination = rng_bytes[:4], rng_bytes[:4] if same_address else rng_bytes[4:8]
+    ports = rng_bytes[8:12]
+    ethernet_type = b"\x08\x00" if plain else rng_bytes[12:14]
+    ip = (bytes([0x40 | ihl, 0]) + struct.pack(">HHH", total, 0, fragment) + bytes([64, protocol]) + b"\x00\x00"
+          + source + destination)
+    tcp = ports + b"\x00" * 8 + bytes([data_offset << 4, 0x18])
+    return b"\x00" * 12 + ethernet_type + ip + tcp
+
+
+heads = st.builds(packet_head, st.binary(min_size=14, max_size=14), st.booleans(), st.sampled_from([5, 5, 5, 6, 15]),
+                  st.sampled_from([6, 6, 17]), st.sampled_from([0, 0, 0x4000, 0x2000, 0x0001]),
+                  st.sampled_from([5, 5, 8, 15, 4, 0]), st.integers(0, 1600), st.booleans())
+
+
+@CHECKS
+@given(packets=st.lists(st.tuples(heads, st.binary(min_size=60, max_size=60), st.integers(0, 110)), max_size=40))
+def test_the_plan_places_written_packets_alike_in_c_and_python(buckets_in_c: Buckets, folder: Path,
+                                                               packets: list[tuple[bytes, bytes, int]]) -> None:
+    """Headers of every kind near the conditions of `_plain_tcp` (options, fragments, other
+    protocols, data offsets out of bounds, one address at both ends), cut anywhere."""
+    items = [Record((head + tail)[:length], ns=n) for n, (head, tail, length) in enumerate(packets)]
+    path = folder / "heads.pcap"
+    path.write_bytes(pcap_bytes(items))
+    expected = decoded(path)
+    assert planned(path, _python_buckets) == expected
+    assert planned(path, buckets_in_c, 3) == expected
+
+
+def test_the_plan_in_c_refuses_what_it_cannot_mean(buckets_in_c: Buckets) -> None:
+    import numpy as np
+
+    starts, captured = np.array([0, 60], dtype=np.int64), np.array([60, 60], dtype=np.int64)
+    with pytest.raises(ValueError, match="beyond the data"):
+        buckets_in_c(b"\x00" * 100, starts, captured)  # the second record's 48 bytes are not there
+    with pytest.raises(ValueError, match="one length"):
+        buckets_in_c(b"\x00" * 200, starts, captured[:1])
+    assert buckets_in_c(b"\x00" * 100, starts, np.array([60, 47], dtype=np.int64)) == b"\xff\xff"
+
+
+@pytest.mark.parametrize(("data_offset", "total", "length", "placed"), [
+    (5, 40, 54, True), (5, 40, 53, False),  # the TCP header's end against the record's
+    (8, 52, 66, True), (8, 52, 65, False), (15, 80, 94, True), (15, 80, 93, False),
+    (5, 40, 60, True), (5, 39, 60, False),  # ... against the IPv4 total length
+    (4, 40, 60, False), (5, 40, 47, False)])
+def test_the_plan_at_the_edges_of_a_plain_segment(buckets_in_c: Buckets, folder: Path, data_offset: int,
+                                                  total: int, length: int, placed: bool) -> None:
+    head = packet_head(bytes(range(1, 15)), True, 5, 6, 0, data_offset, total, False)
+    path = folder / "edges.pcap"
+    path.write_bytes(pcap_bytes([Record((head + bytes(60))[:length], ns=1)]))
+    expected = decoded(path)
+    assert (expected[0] >= 0) is placed
+    assert planned(path, _python_buckets) == planned(path, buckets_in_c) == expected
