@@ -22,6 +22,14 @@ all the phase's CPU seconds spread over the cores, whichever is longer; building
 tables, the parent's seconds plus the busiest worker's), against the CPU seconds of
 one job.
 
+The runs with one job and with several take turns (one, several, one, ...), so that a
+machine that slows down or speeds up meanwhile weighs on both alike. Last comes the
+machine's own ceiling: `--jobs` copies of the one-job run started together, each doing
+all the work. On cores that do not slow each other down they take as long as one run
+alone; the ratio N x (one alone) / (N together) is the speed-up N jobs could reach if
+they cost nothing at all (on this 2-core virtual machine, two busy cores are slower
+than one: memory, caches and the host are shared).
+
     python benchmarks/bench_jobs.py --size-mb 100
 """
 
@@ -98,10 +106,33 @@ def timed(command: list[str]) -> tuple[float, str, Phases]:
     return seconds, (run.stdout or "").strip().splitlines()[0] if run.stdout else "", phases
 
 
-def best(command: list[str], repeat: int) -> tuple[float, str, Phases]:
-    results = [timed(command) for _ in range(repeat)]
+def best(results: list[tuple[float, str, Phases]]) -> tuple[float, str, Phases]:
     fastest = min(results, key=lambda result: result[0])
     return fastest[0], results[0][1], fastest[2]
+
+
+def in_turns(one: list[str], many: list[str], repeat: int) -> tuple[tuple[float, str, Phases], ...]:
+    """The fastest of `repeat` runs of each command, the two taking turns."""
+    runs: list[list[tuple[float, str, Phases]]] = [[], []]
+    for _ in range(repeat):
+        for results, command in zip(runs, (one, many), strict=True):
+            results.append(timed(command))
+    return best(runs[0]), best(runs[1])
+
+
+def together(command: list[str], copies: int, repeat: int) -> float:
+    """Wall seconds for `copies` runs of `command` started at once (the fastest of `repeat`)."""
+    fastest = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        runs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+                for _ in range(copies)]
+        for run in runs:
+            _out, problem = run.communicate()
+            if run.returncode != 0:
+                raise SystemExit(f"{' '.join(command)} failed: {problem.decode(errors='replace').strip()}")
+        fastest = min(fastest, time.perf_counter() - started)
+    return fastest
 
 
 def idle_time(phases: Phases, cores: int) -> float:
@@ -147,6 +178,8 @@ def main() -> None:
     parser.add_argument("--skip", action="append", default=[], choices=("-V", "tables", "all", "tshark"),
                         help="leave out a measurement (repeatable)")
     parser.add_argument("--capture", type=Path, help="use this capture instead of building one")
+    parser.add_argument("--no-ceiling", action="store_true",
+                        help="leave out the runs of --jobs copies of one job at once")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         path = args.capture or Path(folder) / "bench.pcap"
@@ -155,8 +188,9 @@ def main() -> None:
         megabytes = path.stat().st_size / 1e6
         print(f"capture: {megabytes:.1f} MB ({args.mix}), cores: {os.cpu_count()}, load before: {load()}")
         print(f"| what | --jobs 1 s | --jobs {args.jobs} s | speed-up | CPU s, one job | "
-              f"CPU s, {args.jobs} jobs (parent, workers) | speed-up on idle cores |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+              f"CPU s, {args.jobs} jobs (parent, workers) | speed-up on idle cores | "
+              f"{args.jobs} one-job runs at once s | the machine's ceiling |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         cores = os.cpu_count() or 1
         runs = {
             "-V": lambda jobs: kdissect("-V", "--jobs", str(jobs), str(path)),
@@ -166,8 +200,7 @@ def main() -> None:
         for name, command in runs.items():
             if name in args.skip:
                 continue
-            one, found, cpu_one = best(command(1), args.repeat)
-            many, again, cpu_many = best(command(args.jobs), args.repeat)
+            (one, found, cpu_one), (many, again, cpu_many) = in_turns(command(1), command(args.jobs), args.repeat)
             if found != again:
                 raise SystemExit(f"{name}: {found!r} with one job, {again!r} with {args.jobs}")
             label = {"-V": "kdissect -V", "tables": "read_pcap + per-API tables",
@@ -177,11 +210,16 @@ def main() -> None:
                 bound = f"{idle_time(cpu_one, cores) / idle_time(cpu_many, cores):.2f}x"
             else:
                 spent, bound = "", ""
+            if args.no_ceiling:
+                at_once, ceiling = "", ""
+            else:
+                seconds = together(command(1), args.jobs, args.repeat)
+                at_once, ceiling = f"{seconds:.2f}", f"{args.jobs * one / seconds:.2f}x"
             print(f"| {label} | {one:.2f} | {many:.2f} | {one / many:.2f}x | {sum(map(sum, cpu_one)):.2f} "
-                  f"| {spent} | {bound} |", flush=True)
+                  f"| {spent} | {bound} | {at_once} | {ceiling} |", flush=True)
         if "tshark" not in args.skip and shutil.which("tshark"):
-            seconds, _, cpu = best(["tshark", "-r", str(path), "-V", "-d", "tcp.port==9092,kafka"], 1)
-            print(f"| tshark -V (one process) | {seconds:.2f} | | | {sum(map(sum, cpu)):.2f} | | |")
+            seconds, _, cpu = timed(["tshark", "-r", str(path), "-V", "-d", "tcp.port==9092,kafka"])
+            print(f"| tshark -V (one process) | {seconds:.2f} | | | {sum(map(sum, cpu)):.2f} | | | | |")
         print(f"load after: {load()}")
 
 
