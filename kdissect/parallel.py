@@ -729,14 +729,9 @@ class _Merge:
         others = sorted(((key, worker, what, event) for worker, (_frames, found) in enumerate(kept)
                          for key, what, event in found if what != "start"), key=itemgetter(0))
         for _key, worker, what, event in others:
-            if what == "open":
-                local, client, server, tls = event
-                self.connections[worker, local] = Connection(len(self.connections), client, server, tls)
-            elif what == "note":
-                if self.report is not None:
-                    self.report(event)
-            elif what == "unreadable":
+            if what == "unreadable":
                 raise CaptureError(event[1])
+            self._other(worker, what, event)
 
     def finish(self, options: dict[str, Any]) -> None:
         """The note of a capture in which no worker found Kafka, as one process makes it."""

@@ -43,13 +43,18 @@ Walk = Callable[[Any, int, int, bool, int], tuple[Any, int, int]]
 Indexed = tuple[list[tuple[Any, ...]], str | None]
 
 
-@pytest.fixture(scope="module")
-def walk() -> Walk:
+def in_c(name: str) -> Any:
+    """Function `name` of the C extension (the test skips where it is not built)."""
     try:
         module = importlib.import_module("kdissect.ingest._pcap_index_c")
     except ImportError:
         missing("kdissect.ingest._pcap_index_c is not built (no C compiler at install?)")
-    record_heads: Walk = module.record_heads
+    return getattr(module, name)
+
+
+@pytest.fixture(scope="module")
+def walk() -> Walk:
+    record_heads: Walk = in_c("record_heads")
     return record_heads
 
 
@@ -201,11 +206,7 @@ Buckets = Callable[[Any, Any, Any], bytes]
 
 @pytest.fixture(scope="module")
 def buckets_in_c() -> Buckets:
-    try:
-        module = importlib.import_module("kdissect.ingest._pcap_index_c")
-    except ImportError:
-        missing("kdissect.ingest._pcap_index_c is not built (no C compiler at install?)")
-    flow_buckets: Buckets = module.flow_buckets
+    flow_buckets: Buckets = in_c("flow_buckets")
     return flow_buckets
 
 
