@@ -23,12 +23,14 @@ tables, the parent's seconds plus the busiest worker's), against the CPU seconds
 one job.
 
 The runs with one job and with several take turns (one, several, one, ...), so that a
-machine that slows down or speeds up meanwhile weighs on both alike. Last comes the
-machine's own ceiling: `--jobs` copies of the one-job run started together, each doing
-all the work. On cores that do not slow each other down they take as long as one run
-alone; the ratio N x (one alone) / (N together) is the speed-up N jobs could reach if
-they cost nothing at all (on this 2-core virtual machine, two busy cores are slower
-than one: memory, caches and the host are shared).
+machine that slows down or speeds up meanwhile weighs on both alike. Last come `--jobs`
+copies of the one-job run started together, each doing all the work: what the machine
+itself gives N processes that share nothing. On N cores that do not slow each other
+down they take as long as one run alone, and N x (one alone) / (N together), the last
+column, is N: the speed-up N jobs could reach if splitting the work cost nothing. Below
+N, the cores slow each other down (memory, caches, a host shared with others); above N,
+the machine was faster during those runs than during the one-job runs, and the figures
+of the row move with it.
 
     python benchmarks/bench_jobs.py --size-mb 100
 """
@@ -179,7 +181,7 @@ def main() -> None:
                         help="leave out a measurement (repeatable)")
     parser.add_argument("--capture", type=Path, help="use this capture instead of building one")
     parser.add_argument("--no-ceiling", action="store_true",
-                        help="leave out the runs of --jobs copies of one job at once")
+                        help="leave out the --jobs copies of the one-job run started together")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         path = args.capture or Path(folder) / "bench.pcap"
@@ -189,7 +191,7 @@ def main() -> None:
         print(f"capture: {megabytes:.1f} MB ({args.mix}), cores: {os.cpu_count()}, load before: {load()}")
         print(f"| what | --jobs 1 s | --jobs {args.jobs} s | speed-up | CPU s, one job | "
               f"CPU s, {args.jobs} jobs (parent, workers) | speed-up on idle cores | "
-              f"{args.jobs} one-job runs at once s | the machine's ceiling |")
+              f"{args.jobs} one-job runs at once s | {args.jobs} x one alone / at once |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         cores = os.cpu_count() or 1
         runs = {

@@ -4,13 +4,11 @@ Where the workers make all the text of their messages (a `prepare` whose `light`
 `cli._TextLines`), the merging process reads of a message only what pairing and releasing in
 capture order read (`pair.pairing`) and its notes. It makes a `Light` of that, not a Message.
 
-Those few fields are ints, so a worker sends a batch of its events as a few arrays of 64-bit
-ints (`Columns`): each event's key, each message's fields. The parent then unpickles a few
-byte strings rather than a tuple for each event, and puts the workers' events in order with
-numpy, a batch at a time (`merged`), rather than one heap step an event. What is not an int
-goes as it is: the other events (a connection found, a note), and a message's notes or its
-text when the text ring had no room (`rare`). A batch that holds an int beyond 64 bits (a
-capture time far off) goes as the events themselves (`Columns.payload`), and from then on
+A worker sends the keys of a batch's events as one string of 64-bit ints (`Columns`), and
+the events without them; the parent puts the workers' events in order with numpy, a batch at
+a time, up to the least of the workers' last keys (`merged`), rather than one heap step an
+event, each event made again into a tuple with its key and worker. A batch with a key beyond
+64 bits (a capture time far off) goes as its events (`Columns.payload`), and from then on
 the merge takes every worker's events one by one (`kdissect.parallel._Merge.messages`).
 """
 
@@ -23,10 +21,6 @@ from typing import Any
 from kdissect.ingest.framing import Connection
 from kdissect.notes import Note
 from kdissect.spool import Piece, Ring
-
-ROW = 10  # ints a message takes in a batch: see `Columns.message`
-NOTHING_RARE: tuple[tuple[Note, ...], tuple[Note, ...], bytes | None] = ((), (), None)  # a message's usual `rare`
-REQUEST, EXPECTS, CORRELATED = 1, 2, 4  # a message's flags
 
 Key = tuple[int, int, int, int, int]  # where an event goes in one process's order (`kdissect.parallel`)
 Event = tuple[Key, str, Any]  # (key, what, event): a worker's event as `kdissect.parallel` sends it
@@ -63,97 +57,71 @@ class Light:
 
 
 class Columns:
-    """A batch of a light worker's events, in its order, as the pipe carries it: each key's
-    five ints in `keys`; in `refs` for each event, a message's place among the batch's
-    messages, whose ROW ints are in `rows` (`message`), or for any other event -1 less its
-    place in `others`; and by its place among the batch's messages, what of a message is not
-    an int (`rare`)."""
+    """A batch of a light worker's events, in its order, as the pipe carries it: every
+    event's key, its five ints in `keys` (one array of 64-bit ints once sent); `kinds`, 0
+    for a message and 1 for any other event; and in `items` each event itself: a message's
+    fields as `kdissect.parallel` makes them (`message`), any other event as (what, event)."""
 
-    __slots__ = ("keys", "others", "rare", "refs", "rows")
+    __slots__ = ("items", "keys", "kinds")
 
     def __init__(self) -> None:
         self.keys: list[int] = []
-        self.refs: list[int] = []
-        self.rows: list[int] = []
-        self.others: list[tuple[str, Any]] = []
-        self.rare: dict[int, tuple[tuple[Note, ...], tuple[Note, ...], bytes | None]] = {}
+        self.kinds = bytearray()
+        self.items: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:
-        return len(self.refs)
+        return len(self.kinds)
 
     def add(self, key: Key, what: str, event: Any) -> None:
         """An event that is not a message."""
         self.keys += key
-        self.refs.append(-1 - len(self.others))
-        self.others.append((what, event))
+        self.kinds.append(1)
+        self.items.append((what, event))
 
-    def message(self, key: Key, local: int, is_request: bool, correlation_id: int | None,
-                expects_response: bool, last_ns: int, size: int, frame_notes: tuple[Note, ...],
-                header_notes: tuple[Note, ...], ready: tuple[Any, int, int, int]) -> None:
-        """A message: its connection's index in the worker, flags, correlation id, last packet's
-        time, size, where its text lies in the worker's ring (start and length; -1 when the
-        text itself is in `rare`), and the rest of what `prepare` made of it (`ready`)."""
-        text, notes, cut, end = ready
-        if type(text) is tuple:
-            start, length = text
-            text = None
-        else:
-            start = length = -1
-        row = len(self.rows) // ROW
-        if text is not None or frame_notes or header_notes:
-            self.rare[row] = (frame_notes, header_notes, text)
+    def message(self, key: tuple[int, int, int, int], sequence: int, fields: tuple[Any, ...]) -> None:
+        """A message: (its connection's index in the worker, whether it is a request, its
+        correlation id, whether it expects a response, its last packet's time, its size, its
+        frame's notes, its header's, what `prepare` made of it), keyed `(*key, sequence)`."""
         self.keys += key
-        self.refs.append(row)
-        self.rows += (local, is_request | expects_response << 1 | (correlation_id is not None) << 2,
-                      correlation_id or 0, last_ns, size, start, length, notes, cut, end)
+        self.keys.append(sequence)
+        self.kinds.append(0)
+        self.items.append(fields)
 
     def payload(self, read: int) -> tuple[str, Any]:
-        """What goes down the pipe: ("lights", arrays and the rest), or ("events", ...) as any
-        worker sends them, when an int does not fit in 64 bits."""
+        """What goes down the pipe: ("lights", the keys as bytes, the kinds, the items), or
+        ("events", ...) as any worker sends them, when a key does not fit in 64 bits."""
         try:
-            keys, refs, rows = (array("q", ints).tobytes() for ints in (self.keys, self.refs, self.rows))
+            keys = array("q", self.keys).tobytes()
         except OverflowError:
-            return "events", (expanded(self.keys, self.refs, self.rows, self.others, self.rare), read)
-        return "lights", (keys, refs, rows, self.others, self.rare, read)
+            return "events", (expanded(self.keys, self.kinds, self.items), read)
+        return "lights", (keys, bytes(self.kinds), self.items, read)
 
 
-def expanded(keys: Any, refs: Any, rows: Any, others: list[tuple[str, Any]],
-             rare: dict[int, Any]) -> list[Event]:
-    """A batch's events as (key, what, event), the event of a message as `kdissect.parallel`
-    sends it one by one ("light"). `keys` from the batch's first event of `refs` on."""
-    found: list[Event] = []
-    for at, ref in enumerate(refs):
-        key: Key = (keys[5 * at], keys[5 * at + 1], keys[5 * at + 2], keys[5 * at + 3], keys[5 * at + 4])
-        if ref < 0:
-            found.append((key, *others[-1 - ref]))
-            continue
-        local, flags, correlation_id, last_ns, size, start, length, notes, cut, end = rows[ROW * ref:ROW * ref + ROW]
-        frame_notes, header_notes, text = rare.get(ref, NOTHING_RARE)
-        found.append((key, "light", (local, bool(flags & REQUEST), correlation_id if flags & CORRELATED else None,
-                                     bool(flags & EXPECTS), last_ns, size, frame_notes, header_notes,
-                                     ((start, length) if length >= 0 else text, notes, cut, end))))
-    return found
+def expanded(keys: Any, kinds: Any, items: list[tuple[Any, ...]]) -> list[Event]:
+    """A batch's events as (key, what, event), a message's as `kdissect.parallel` sends it
+    one by one ("light")."""
+    return [((keys[5 * at], keys[5 * at + 1], keys[5 * at + 2], keys[5 * at + 3], keys[5 * at + 4]),
+             *(item if kind else ("light", item)))
+            for at, (kind, item) in enumerate(zip(kinds, items, strict=True))]
 
 
 def received(payload: tuple[Any, ...]) -> list[Event]:
     """The events of a "lights" payload, one by one."""
-    keys, refs, rows, others, rare, _read = payload
-    return expanded(array("q", keys), array("q", refs), array("q", rows), others, rare)
+    keys, kinds, items, _read = payload
+    return expanded(array("q", keys), kinds, items)
 
 
 class _Batch:
     """A "lights" batch in the merge: its keys as an array (a row each), and from `at` on
     what of it is not merged yet."""
 
-    __slots__ = ("at", "keys", "others", "rare", "refs", "rows")
+    __slots__ = ("at", "items", "keys", "kinds")
 
     def __init__(self, payload: tuple[Any, ...]) -> None:
         import numpy as np
 
-        keys, refs, rows, self.others, self.rare, _read = payload
+        keys, self.kinds, self.items, _read = payload
         self.keys = np.frombuffer(keys, dtype=np.int64).reshape(-1, 5)
-        self.refs = array("q", refs).tolist()
-        self.rows = np.frombuffer(rows, dtype=np.int64).reshape(-1, ROW).tolist()
         self.at = 0
 
 
@@ -174,7 +142,7 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
     while True:
         for worker in list(active):
             batch = current[worker]
-            while batch is None or batch.at == len(batch.refs):
+            while batch is None or batch.at == len(batch.kinds):
                 kind, payload = next(batches[worker], ("", ()))
                 if not kind:
                     active.remove(worker)
@@ -191,9 +159,9 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
         # Every event up to the least of the workers' last keys can be merged now: no event to
         # come sorts before it.
         keys = np.concatenate([batch.keys[batch.at:] for _worker, batch in parts])
-        sizes = [len(batch.refs) - batch.at for _worker, batch in parts]
+        sizes = [len(batch.kinds) - batch.at for _worker, batch in parts]
         who = np.repeat([worker for worker, _batch in parts], sizes)
-        at = np.concatenate([np.arange(batch.at, len(batch.refs)) for _worker, batch in parts])
+        at = np.concatenate([np.arange(batch.at, len(batch.kinds)) for _worker, batch in parts])
         if len(parts) == 1:
             order = np.arange(len(keys))
         else:
@@ -204,18 +172,17 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
         chosen = dict(parts)
         for worker, place in zip(who[order].tolist(), at[order].tolist(), strict=True):
             batch = chosen[worker]
-            row = batch.refs[place]
-            if row < 0:
-                other(worker, *batch.others[-1 - row])
+            item = batch.items[place]
+            if batch.kinds[place]:
+                other(worker, *item)
                 continue
-            local, flags, correlation_id, last_ns, size, start, length, notes, cut, end = batch.rows[row]
-            frame_notes, header_notes, text = batch.rare.get(row, NOTHING_RARE) if batch.rare else NOTHING_RARE
+            local, is_request, correlation_id, expects_response, last_ns, size, frame_notes, header_notes, ready = item
             number += 1
-            prepared[number] = (Piece(rings[worker], start, length) if length >= 0 and rings is not None
-                                else text, notes, cut, end)
-            yield Light(number, connections[worker, local], bool(flags & REQUEST),
-                        correlation_id if flags & CORRELATED else None, bool(flags & EXPECTS), last_ns, size,
-                        frame_notes, list(header_notes))
+            if rings is not None and type(ready[0]) is tuple:  # a place in the worker's ring
+                ready = (Piece(rings[worker], *ready[0]), *ready[1:])
+            prepared[number] = ready
+            yield Light(number, connections[worker, local], is_request, correlation_id, expects_response, last_ns,
+                        size, frame_notes, list(header_notes) if header_notes else [])
         for worker, count in zip(*np.unique(who[order], return_counts=True), strict=True):
             chosen[int(worker)].at += int(count)
 
@@ -230,10 +197,8 @@ def _rest(worker: int, batch: _Batch | None, batches: Iterator[tuple[str, Any]],
 
 def _rest_events(batch: _Batch | None, batches: Iterator[tuple[str, Any]],
                  came: tuple[str, Any] | None) -> Iterator[Event]:
-    if batch is not None and batch.at < len(batch.refs):
-        rows = [value for row in batch.rows for value in row]
-        yield from expanded(batch.keys[batch.at:].ravel().tolist(), batch.refs[batch.at:], rows, batch.others,
-                            batch.rare)
+    if batch is not None and batch.at < len(batch.kinds):
+        yield from expanded(batch.keys[batch.at:].ravel().tolist(), batch.kinds[batch.at:], batch.items[batch.at:])
     if came is not None:
         yield from _events(*came)
     for kind, payload in batches:

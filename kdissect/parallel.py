@@ -1003,7 +1003,7 @@ class _Worker:
                      frame.last_ns, len(frame.data), frame.notes, header[5])
             if type(self.batch) is Columns:
                 self.sequence += 1
-                self.batch.message((*key, self.sequence), *light, ready)  # type: ignore[arg-type]  # made: prepare is light
+                self.batch.message(key, self.sequence, (*light, ready))
                 if len(self.batch) >= BATCH_EVENTS:
                     self._send_batch()
             else:

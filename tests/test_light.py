@@ -60,7 +60,7 @@ def batched(events: list[tuple[Any, str, Any]], rng: random.Random, read: int = 
         columns = Columns()
         for key, what, event in events[at:at + size]:
             if what == "light":
-                columns.message(key, *event)
+                columns.message(key[:4], key[4], event)
             else:
                 columns.add(key, what, event)
         payloads.append(columns.payload(read + at))
@@ -78,9 +78,10 @@ def test_a_batch_of_arrays_gives_back_the_events_it_was_given(seed: int) -> None
     assert [payload[-1] for _kind, payload in payloads][-1] < len(events)  # how far the worker had read
 
 
-def test_a_batch_with_an_int_beyond_64_bits_goes_as_its_events() -> None:
-    """A capture time far off (a key, or a message's last packet) does not fit the arrays:
-    that batch goes as the events themselves, as a worker that is not light sends them."""
+def test_a_batch_with_a_key_beyond_64_bits_goes_as_its_events() -> None:
+    """A capture time far off in a key does not fit the keys' array: that batch goes as the
+    events themselves, as a worker that is not light sends them. A message's own time far
+    off travels as it is."""
     rng = random.Random(7)
     events = made_events(rng, 0, 40, None)
     messages = [at for at, (_key, what, _event) in enumerate(events) if what == "light"]
@@ -88,13 +89,14 @@ def test_a_batch_with_an_int_beyond_64_bits_goes_as_its_events() -> None:
                for at, (key, what, event) in enumerate(events)]
     far_time = [(key, what, event if at != messages[1] else (*event[:4], FAR, *event[5:]))
                 for at, (key, what, event) in enumerate(events)]
-    for changed in (far_key, far_time):
+    for changed, kind in ((far_key, "events"), (far_time, "lights")):
         columns = Columns()
         for key, what, event in changed:
-            columns.message(key, *event) if what == "light" else columns.add(key, what, event)
-        kind, payload = columns.payload(12)
-        assert kind == "events"
-        assert payload == (changed, 12)
+            columns.message(key[:4], key[4], event) if what == "light" else columns.add(key, what, event)
+        sent, payload = columns.payload(12)
+        assert sent == kind
+        assert (payload[0] if kind == "events" else received(payload)) == changed
+        assert payload[-1] == 12
 
 
 def reference(streams: list[list[tuple[Any, str, Any]]]) -> list[tuple[int, str, Any]]:
