@@ -765,8 +765,11 @@ class _TextLines:
             sink = self.sink = _TextSink(io.StringIO(), self.args)  # writes nothing: its pieces are taken
             sink.clock.start_ns = self.start_ns
         line = sink.line(message)
-        line = line[len(str(message.number).rjust(6)):]  # the number is the merge's to write
-        notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
+        number = message.number  # the merge's to write: it starts the line, in 6 places at least
+        line = line[6 if number < 1_000_000 else len(str(number)):]
+        notes = len(message.notes)
+        if notes and any(note.id in NUMBERED_NOTES for note in message.notes):
+            notes = -1
         end = len(line) - (len(_file_part(message)) if sink.show_file else 0)
         cut = end - len(sink.notes_text(message.all_notes())) if message.notes or message.frame.notes else end
         if not line.isascii():  # where they are in the encoded text

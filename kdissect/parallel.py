@@ -986,8 +986,10 @@ class _Worker:
         file = self.origins.name_of(frame.last_packet)
         self.numbered += 1
         message = message_from_frame(self.numbered, frame)
-        header = (message.correlation_id, message.api_key, message.api_version, message.client_id,
-                  message.expects_response, tuple(message.notes))
+        notes = tuple(message.notes) if message.notes else ()  # before pairing adds any
+        # a light message's event is what the merge reads of it (`kdissect.light`)
+        header = None if self.light else (message.correlation_id, message.api_key, message.api_version,
+                                          message.client_id, message.expects_response, notes)
         ready = None
         if self.prepare is not None or self.finish is not None:
             message.file = file
@@ -998,20 +1000,20 @@ class _Worker:
                     ready = (self.ring.put(ready[0]), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)
-        if self.light:  # what the merge reads of it then (`kdissect.light`)
+        if header is None:
             light = (frame.connection.index, message.is_request, message.correlation_id, message.expects_response,
-                     frame.last_ns, len(frame.data), frame.notes, header[5])
+                     frame.last_ns, len(frame.data), frame.notes, notes, ready)
             if type(self.batch) is Columns:
                 self.sequence += 1
-                self.batch.message(key, self.sequence, (*light, ready))
+                self.batch.message(key, self.sequence, light)
                 if len(self.batch) >= BATCH_EVENTS:
                     self._send_batch()
             else:
-                self._event(key, "light", (*light, ready))
+                self._event(key, "light", light)
             return
         event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
-                 frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
-                 frame.complete, frame.notes, file, ready, *header)
+                      frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
+                      frame.complete, frame.notes, file, ready, *header)
         if self.held is not None:  # sent only when asked for (`_serve_held`): its key now
             self.held.append(event)
             event = None

@@ -175,3 +175,21 @@ def test_the_merge_runs_without_the_cycle_collector_only_where_the_workers_make_
         capsys.readouterr()
         assert enabled and set(enabled) == {not paused}, options
         assert gc.isenabled()
+
+
+@pytest.mark.parametrize("number", [1, 999_999, 1_000_000, 12_345_678])
+def test_a_worker_leaves_out_the_number_however_many_places_it_takes(number: int) -> None:
+    """A worker's own number starts the line in six places, or more past a million: the
+    text it sends starts right after it."""
+    path = str(CAPTURES / "incident.pcap")
+    clock = CaptureClock()
+    message = next(iter(read_messages(path, clock=clock)))
+    message.number = number
+    one = io.StringIO()
+    sink = _TextSink(one, build_parser().parse_args(["-V", path]))
+    sink.begin(clock)
+    sink.write(message)
+    lines = lines_of(["-V", path]).started(clock.start_ns)  # type: ignore[arg-type]
+    tail, _notes, _cut, _end = lines(message)
+    assert one.getvalue() == f"{number:6d}" + tail.decode()
+    assert one.getvalue().startswith(str(number).rjust(6) + " ")
