@@ -176,15 +176,22 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
             if batch.kinds[place]:
                 other(worker, *item)
                 continue
-            local, is_request, correlation_id, expects_response, last_ns, size, frame_notes, header_notes, ready = item
             number += 1
-            if rings is not None and type(ready[0]) is tuple:  # a place in the worker's ring
-                ready = (Piece(rings[worker], *ready[0]), *ready[1:])
-            prepared[number] = ready
-            yield Light(number, connections[worker, local], is_request, correlation_id, expects_response, last_ns,
-                        size, frame_notes, list(header_notes) if header_notes else [])
+            yield made(number, worker, item, connections, rings, prepared)
         for worker, count in zip(*np.unique(who[order], return_counts=True), strict=True):
             chosen[int(worker)].at += int(count)
+
+
+def made(number: int, worker: int, fields: tuple[Any, ...], connections: dict[tuple[int, int], Connection],
+         rings: list[Ring] | None, prepared: dict[int, Any]) -> Light:
+    """Message `number`, of `worker`, from its fields (`Columns.message`); what `prepare` made
+    of it goes in `prepared`, its text as a `Piece` of the worker's ring where it lies there."""
+    local, is_request, correlation_id, expects_response, last_ns, size, frame_notes, header_notes, ready = fields
+    if rings is not None and type(ready[0]) is tuple:  # a place in the worker's ring
+        ready = (Piece(rings[worker], *ready[0]), *ready[1:])
+    prepared[number] = ready
+    return Light(number, connections[worker, local], is_request, correlation_id, expects_response, last_ns, size,
+                 frame_notes, list(header_notes) if header_notes else [])
 
 
 def _rest(worker: int, batch: _Batch | None, batches: Iterator[tuple[str, Any]],

@@ -55,8 +55,8 @@ and the summary line's notes when pairing in capture order gave the message note
 worker could not know of. For text, nothing else of a message is read in the parent
 (a `prepare` whose `light` is true): its frame event carries only what pairing and
 releasing read, from which the parent makes a `light.Light` rather than a Message (about a
-quarter of the parent's work per message); a batch of those goes as arrays of ints, which
-the parent puts in order with numpy (`kdissect.light`). That text does not travel with the
+quarter of the parent's work per message); a batch's keys go as one array of ints, with
+which the parent puts the batches in order with numpy (`kdissect.light`). That text does not travel with the
 events: a forked worker copies it into a ring of memory it shares with the parent, which
 writes it to the output from there (`kdissect.spool`); only where it lies goes through the
 pipe (the text itself when the ring has no room).
@@ -141,7 +141,7 @@ from kdissect.ingest.reassembly import (
 )
 from kdissect.ingest.reassembly import TcpConnection as _TcpConnection
 from kdissect.ingest.sasl import SecretMasker
-from kdissect.light import Columns, Key, Light, merged, received
+from kdissect.light import Columns, Key, made, merged, received
 from kdissect.native import native_or
 from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
@@ -678,16 +678,9 @@ class _Merge:
                 if numbers:
                     numbers[worker].append(number)
                 yield message
-            elif what == "light":
-                (local, request, correlation_id, expects_response, last_ns, size, notes, header_notes,
-                 ready) = event
+            elif what == "light":  # (the rest of a merge of "lights" batches: `kdissect.light`)
                 number += 1
-                light = Light(number, connections[worker, local], request, correlation_id, expects_response,
-                              last_ns, size, notes, list(header_notes) if header_notes else [])
-                if rings is not None and type(ready[0]) is tuple:
-                    ready = (Piece(rings[worker], *ready[0]), *ready[1:])
-                self.prepared[number] = ready
-                yield light  # type: ignore[misc]  # as a Message to pairing and the command's text
+                yield made(number, worker, event, connections, rings, self.prepared)  # type: ignore[misc]
             else:
                 self._other(worker, what, event)
 
@@ -779,13 +772,12 @@ class _Worker:
                  prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None) -> None:
         self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
         self.ring = ring  # where the text `prepare` makes goes (`Prepare`), with room
-        self.light = bool(getattr(prepare, "light", False))  # frames go as `light.Light`s
+        self.light = _light(prepare, options)  # frames go light, in "lights" batches (`kdissect.light`)
         self.kept: list[Message] = []  # with `finish`: every message of the share
         self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
         self.options = options
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
-        # light (`kdissect.light`): a batch of arrays; else the events as they are
-        self.batch: Any = Columns() if _light(prepare, options) else []
+        self.batch: Any = Columns() if self.light else []  # else the events as they are
         self.sequence = 0
         self.read = 0  # bytes of the records read so far (for progress)
         self.key: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -1003,13 +995,10 @@ class _Worker:
         if header is None:
             light = (frame.connection.index, message.is_request, message.correlation_id, message.expects_response,
                      frame.last_ns, len(frame.data), frame.notes, notes, ready)
-            if type(self.batch) is Columns:
-                self.sequence += 1
-                self.batch.message(key, self.sequence, light)
-                if len(self.batch) >= BATCH_EVENTS:
-                    self._send_batch()
-            else:
-                self._event(key, "light", light)
+            self.sequence += 1
+            self.batch.message(key, self.sequence, light)
+            if len(self.batch) >= BATCH_EVENTS:
+                self._send_batch()
             return
         event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
                       frame.data, frame.first_packet, frame.first_ns, frame.last_packet, frame.last_ns,
@@ -1021,7 +1010,7 @@ class _Worker:
 
     def _event(self, key: tuple[int, int, int, int], what: str, event: Any) -> None:
         self.sequence += 1
-        if type(self.batch) is Columns:
+        if self.light:
             self.batch.add((*key, self.sequence), what, event)
         else:
             self.batch.append(((*key, self.sequence), what, event))
@@ -1032,7 +1021,7 @@ class _Worker:
         if self.held is not None:  # holding its frames, it sends every event once its share is read
             self.pipe.send(("keys", _compact(self.batch)))
             self.batch = []
-        elif type(self.batch) is Columns:
+        elif self.light:
             if self.batch:
                 self.pipe.send(self.batch.payload(self.read))
                 self.batch = Columns()
@@ -1152,8 +1141,7 @@ def _python_buckets(data: Any, starts: Any, captured: Any) -> bytes:
     long = long[plain]
     flows = np.ascontiguousarray(head[plain, 26:38])
     first, inverse = _distinct(flows)
-    known: dict[bytes, int] = {}
-    of_unique = np.array([_flow_bucket(flows[row].tobytes(), known) for row in first.tolist()], dtype=np.int8)
+    of_unique = np.array([_flow_bucket(flows[row].tobytes()) for row in first.tolist()], dtype=np.int8)
     buckets[long] = of_unique[inverse] if len(first) else -1
     return buckets.tobytes()
 
@@ -1175,13 +1163,9 @@ def _distinct(flows: Any) -> tuple[Any, Any]:
     return first, inverse.ravel()
 
 
-def _flow_bucket(flow: bytes, known: dict[bytes, int]) -> int:
+def _flow_bucket(flow: bytes) -> int:
     """The bucket of a 4-tuple given as packet bytes 26 to 38 (addresses, then ports)."""
-    bucket = known.get(flow)
-    if bucket is None:
-        bucket = known[flow] = flow_bucket((flow[0:4], int.from_bytes(flow[8:10], "big"),
-                                            flow[4:8], int.from_bytes(flow[10:12], "big")))
-    return bucket
+    return flow_bucket((flow[0:4], int.from_bytes(flow[8:10], "big"), flow[4:8], int.from_bytes(flow[10:12], "big")))
 
 
 # the buckets of a chunk's records: in C where it is built (`kdissect.native`)
