@@ -73,8 +73,9 @@ when first asked for (`MessagesToCome`). `progress` hears of the bytes of packet
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
-(`BATCH_EVENTS`), and its share of the text rings (`spool.RING_BYTES`); the parent
-reads at most `AHEAD_BATCHES` batches of a worker ahead of the merge, then the pipe
+(`BATCH_EVENTS`; `LIGHT_BATCH_EVENTS` of light events), and its share of the text rings
+(`spool.RING_BYTES`); the parent reads at most `AHEAD_BATCHES` batches of a worker
+(`LIGHT_AHEAD_BATCHES` light ones: as many events) ahead of the merge, then the pipe
 makes the worker wait (with `read_to_come` a worker holds its frames, as the capture
 would, and the keys of its events until its share is read); the index of a file costs a
 worker one byte per record. A worker that fails sends its error and the parent raises
@@ -153,6 +154,11 @@ PARALLEL_BYTES = 16 * 1024 * 1024  # capture bytes from which the default is eve
 MAX_JOBS = CLOSED_BUCKETS  # a share is a set of buckets
 BATCH_EVENTS = 256  # events a worker sends at once
 AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
+# Light batches are small (a message's text is in the ring): four times the events, read
+# as far ahead in events. The parent then wakes a quarter as often, each time taking a
+# core from a worker: half the context switches, and -V 5-8% faster on 100 MB.
+LIGHT_BATCH_EVENTS = 4 * BATCH_EVENTS
+LIGHT_AHEAD_BATCHES = AHEAD_BATCHES // 4
 RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data for progress
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
 KEPT_CHUNKS = 8  # chunks of the index kept from its first walk for the second (33 bytes a record)
@@ -481,7 +487,7 @@ class _Team:
     """The worker processes and the parent's end of their pipes."""
 
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
-                 prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int = AHEAD_BATCHES,
+                 prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int | None = None,
                  duplex: bool = False, spooled: bool = False) -> None:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
@@ -508,6 +514,8 @@ class _Team:
         self.read = [0] * jobs  # record bytes each worker had read when it sent its last batch merged
         # A reader thread per worker keeps its pipe drained, a few batches ahead of the merge,
         # so that a worker seldom waits for a parent the machine's other work holds up.
+        if ahead is None:  # as many events ahead, light or not
+            ahead = LIGHT_AHEAD_BATCHES if self.light else AHEAD_BATCHES
         self.ahead = [queue.Queue[tuple[str, Any]](ahead) for _ in range(jobs)]  # 0: no bound
         self.stopping = threading.Event()
         self.readers = [threading.Thread(target=self._read, args=(index,), daemon=True,
@@ -778,6 +786,7 @@ class _Worker:
         self.options = options
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
         self.batch: Any = Columns() if self.light else []  # else the events as they are
+        self.batch_events = LIGHT_BATCH_EVENTS if self.light else BATCH_EVENTS  # sent once it holds as many
         self.sequence = 0
         self.read = 0  # bytes of the records read so far (for progress)
         self.key: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -997,7 +1006,7 @@ class _Worker:
                      frame.last_ns, len(frame.data), frame.notes, notes, ready)
             self.sequence += 1
             self.batch.message(key, self.sequence, light)
-            if len(self.batch) >= BATCH_EVENTS:
+            if len(self.batch) >= self.batch_events:
                 self._send_batch()
             return
         event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
@@ -1014,7 +1023,7 @@ class _Worker:
             self.batch.add((*key, self.sequence), what, event)
         else:
             self.batch.append(((*key, self.sequence), what, event))
-        if len(self.batch) >= BATCH_EVENTS and self.held is None:
+        if len(self.batch) >= self.batch_events and self.held is None:
             self._send_batch()
 
     def _send_batch(self) -> None:

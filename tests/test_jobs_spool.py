@@ -235,3 +235,39 @@ def test_one_process_bytes_to_a_regular_file_a_file_opened_to_append_and_a_pipe(
     with open(path, "ab") as out:
         run(arguments, stdout=out)
     assert path.read_bytes() == expected * 2
+
+
+# The command in a process of its own, its workers sending light batches of a few events
+# (`parallel.LIGHT_BATCH_EVENTS`), counting the batches the merge took.
+SMALL_BATCHES = """
+import sys
+from kdissect import light, parallel
+parallel.LIGHT_BATCH_EVENTS = int(sys.argv[1])
+taken = 0
+class Counted(light._Batch):
+    __slots__ = ()
+    def __init__(self, *arguments):
+        global taken
+        taken += 1
+        super().__init__(*arguments)
+light._Batch = Counted
+from kdissect.cli import main
+status = main(sys.argv[2:])
+sys.stdout.flush()
+print("batches merged:", taken, file=sys.stderr)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("size", [1, 3, 7])
+@pytest.mark.parametrize("capture", ["tangled", "incident.pcap"])
+def test_light_batches_of_any_size_give_one_process_bytes(tangled: str, capture: str, size: int) -> None:  # noqa: F811
+    path = tangled if capture == "tangled" else str(CAPTURES / capture)
+    expected = run(["--jobs", "1", "-V", path], stdout=subprocess.PIPE).stdout
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", SMALL_BATCHES, str(size), "--jobs", "2", "-V", path],
+                            cwd=ROOT, env=environment, check=True, capture_output=True)
+    assert result.stdout == expected
+    found = re.search(rb"batches merged: (\d+)", result.stderr)
+    assert found is not None, result.stderr
+    assert int(found.group(1)) >= expected.count(b"\n\n") // size  # every few messages a batch boundary
