@@ -178,8 +178,9 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
                 continue
             number += 1
             yield made(number, worker, item, connections, rings, prepared)
-        for worker, count in zip(*np.unique(who[order], return_counts=True), strict=True):
-            chosen[int(worker)].at += int(count)
+        for worker, count in enumerate(np.bincount(who[order], minlength=len(batches)).tolist()):
+            if count:
+                chosen[worker].at += count
 
 
 def made(number: int, worker: int, fields: tuple[Any, ...], connections: dict[tuple[int, int], Connection],
