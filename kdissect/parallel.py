@@ -156,7 +156,8 @@ BATCH_EVENTS = 256  # events a worker sends at once
 AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
 # Light batches are small (a message's text is in the ring): four times the events, read
 # as far ahead in events. The parent then wakes a quarter as often, each time taking a
-# core from a worker: half the context switches, and -V 5-8% faster on 100 MB.
+# core from a worker: half the context switches, and -V faster on 100 MB in each of seven
+# pairs of runs (by 0.5-11%, 8% in the middle one).
 LIGHT_BATCH_EVENTS = 4 * BATCH_EVENTS
 LIGHT_AHEAD_BATCHES = AHEAD_BATCHES // 4
 RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data for progress
