@@ -73,16 +73,16 @@ when first asked for (`MessagesToCome`). `progress` hears of the bytes of packet
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
-(`BATCH_EVENTS`; `LIGHT_BATCH_EVENTS` of light events), and its share of the text rings
-(`spool.RING_BYTES`); the parent reads at most `AHEAD_BATCHES` batches of a worker
-(`LIGHT_AHEAD_BATCHES` light ones: as many events) ahead of the merge, then the pipe
-makes the worker wait (with `read_to_come` a worker holds its frames, as the capture
-would, and the keys of its events until its share is read); the index of a file costs a
-worker one byte per record. A worker that fails sends its error and the parent raises
-`WorkerError`; one that dies silently is found at the end of its pipe; both stop the
-other workers. Workers come from multiprocessing's `fork` or `forkserver`
-(`worker_context`), ignore Ctrl-C (the parent stops them), and are ended when the
-messages are no longer read.
+(`BATCH_EVENTS`; `LIGHT_BATCH_EVENTS` light events, or fewer once their texts reach
+`LIGHT_BATCH_BYTES`), and its share of the text rings (`spool.RING_BYTES`); the parent
+reads at most `AHEAD_BATCHES` batches of a worker (`LIGHT_AHEAD_BATCHES` light ones)
+ahead of the merge, then the pipe makes the worker wait (with `read_to_come` a worker
+holds its frames, as the capture would, and the keys of its events until its share is
+read); the index of a file costs a worker one byte per record. A worker that fails sends
+its error and the parent raises `WorkerError`; one that dies silently is found at the
+end of its pipe; both stop the other workers. Workers come from multiprocessing's `fork`
+or `forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
+when the messages are no longer read.
 
 One bound is kept per process rather than per capture: SASL state is remembered for
 65,536 connections (`ingest.sasl`) in each worker, so beyond that many SASL
@@ -154,12 +154,18 @@ PARALLEL_BYTES = 16 * 1024 * 1024  # capture bytes from which the default is eve
 MAX_JOBS = CLOSED_BUCKETS  # a share is a set of buckets
 BATCH_EVENTS = 256  # events a worker sends at once
 AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
-# Light batches are small (a message's text is in the ring): four times the events, read
-# as far ahead in events. The parent then wakes a quarter as often, each time taking a
-# core from a worker: half the context switches, and -V faster on 100 MB in each of seven
-# pairs of runs (by 0.5-11%, 8% in the middle one).
-LIGHT_BATCH_EVENTS = 4 * BATCH_EVENTS
+# Light batches are small (a message's text is in the ring): up to 16 times the events,
+# the parent reading 8 ahead. It then wakes less often, each time taking a core from a
+# worker: on 100 MB, -V --jobs 2 had half the context switches with 1,024 events a batch
+# and was faster in each of seven pairs of runs against 256 (by 0.5-11%); the summary
+# lines, a hundred bytes a message, were faster in 5 of 6 pairs with 4,096 against 1,024.
+# A batch also ends once its texts reach LIGHT_BATCH_BYTES (or a ninth of the worker's
+# ring, should that be less): the batches read ahead and the one being made fit in the
+# ring (a -V batch holds about a thousand messages), and hold that much at most when
+# the texts go through the pipe.
+LIGHT_BATCH_EVENTS = 16 * BATCH_EVENTS
 LIGHT_AHEAD_BATCHES = AHEAD_BATCHES // 4
+LIGHT_BATCH_BYTES = 7 * 1024 * 1024
 RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data for progress
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
 KEPT_CHUNKS = 8  # chunks of the index kept from its first walk for the second (33 bytes a record)
@@ -515,7 +521,7 @@ class _Team:
         self.read = [0] * jobs  # record bytes each worker had read when it sent its last batch merged
         # A reader thread per worker keeps its pipe drained, a few batches ahead of the merge,
         # so that a worker seldom waits for a parent the machine's other work holds up.
-        if ahead is None:  # as many events ahead, light or not
+        if ahead is None:
             ahead = LIGHT_AHEAD_BATCHES if self.light else AHEAD_BATCHES
         self.ahead = [queue.Queue[tuple[str, Any]](ahead) for _ in range(jobs)]  # 0: no bound
         self.stopping = threading.Event()
@@ -788,6 +794,10 @@ class _Worker:
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
         self.batch: Any = Columns() if self.light else []  # else the events as they are
         self.batch_events = LIGHT_BATCH_EVENTS if self.light else BATCH_EVENTS  # sent once it holds as many
+        # ... or, light, once its messages' texts take as many bytes
+        self.batch_bytes = LIGHT_BATCH_BYTES if ring is None else min(LIGHT_BATCH_BYTES,
+                                                                       ring.size // (LIGHT_AHEAD_BATCHES + 1))
+        self.batch_text = 0  # bytes of the texts of the batch's messages
         self.sequence = 0
         self.read = 0  # bytes of the records read so far (for progress)
         self.key: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -998,6 +1008,7 @@ class _Worker:
             self.pairer.add(message)
             if self.prepare is not None:
                 ready = self.prepare(message)
+                self.batch_text += len(ready[0])
                 if self.ring is not None:
                     ready = (self.ring.put(ready[0]), *ready[1:])
             if self.finish is not None:
@@ -1007,7 +1018,7 @@ class _Worker:
                      frame.last_ns, len(frame.data), frame.notes, notes, ready)
             self.sequence += 1
             self.batch.message(key, self.sequence, light)
-            if len(self.batch) >= self.batch_events:
+            if len(self.batch) >= self.batch_events or self.batch_text >= self.batch_bytes:
                 self._send_batch()
             return
         event: Any = (frame.connection.index, message.is_request, frame.stream_offset,
@@ -1028,6 +1039,7 @@ class _Worker:
             self._send_batch()
 
     def _send_batch(self) -> None:
+        self.batch_text = 0
         if self.held is not None:  # holding its frames, it sends every event once its share is read
             self.pipe.send(("keys", _compact(self.batch)))
             self.batch = []

@@ -238,11 +238,13 @@ def test_one_process_bytes_to_a_regular_file_a_file_opened_to_append_and_a_pipe(
 
 
 # The command in a process of its own, its workers sending light batches of a few events
-# (`parallel.LIGHT_BATCH_EVENTS`), counting the batches the merge took.
+# (`parallel.LIGHT_BATCH_EVENTS`) or of a few bytes of text (`LIGHT_BATCH_BYTES`),
+# counting the batches the merge took.
 SMALL_BATCHES = """
 import sys
 from kdissect import light, parallel
-parallel.LIGHT_BATCH_EVENTS = int(sys.argv[1])
+events, text = sys.argv[1].split("/")
+parallel.LIGHT_BATCH_EVENTS, parallel.LIGHT_BATCH_BYTES = int(events), int(text)
 taken = 0
 class Counted(light._Batch):
     __slots__ = ()
@@ -259,15 +261,18 @@ sys.exit(status)
 """
 
 
-@pytest.mark.parametrize("size", [1, 3, 7])
+@pytest.mark.parametrize(("events", "text", "every"), [(1, 1 << 30, 1), (3, 1 << 30, 3), (7, 1 << 30, 7),
+                                                      (1 << 20, 1, 1), (1 << 20, 1500, 3)])
 @pytest.mark.parametrize("capture", ["tangled", "incident.pcap"])
-def test_light_batches_of_any_size_give_one_process_bytes(tangled: str, capture: str, size: int) -> None:  # noqa: F811
+def test_light_batches_of_any_size_give_one_process_bytes(tangled: str, capture: str, events: int, text: int,  # noqa: F811
+                                                          every: int) -> None:
     path = tangled if capture == "tangled" else str(CAPTURES / capture)
     expected = run(["--jobs", "1", "-V", path], stdout=subprocess.PIPE).stdout
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", SMALL_BATCHES, str(size), "--jobs", "2", "-V", path],
+    result = subprocess.run([sys.executable, "-c", SMALL_BATCHES, f"{events}/{text}", "--jobs", "2", "-V", path],
                             cwd=ROOT, env=environment, check=True, capture_output=True)
     assert result.stdout == expected
     found = re.search(rb"batches merged: (\d+)", result.stderr)
     assert found is not None, result.stderr
-    assert int(found.group(1)) >= expected.count(b"\n\n") // size  # every few messages a batch boundary
+    # a batch boundary every few messages (each -V text of these captures takes over 900 bytes)
+    assert int(found.group(1)) >= expected.count(b"\n\n") // every
