@@ -140,36 +140,52 @@ def both(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
 
 
 # The command in a process of its own (a test process may have threads: its workers
-# then start from a fork server, without rings), counting the texts that came through them.
+# then start from a fork server, without rings), with rings of the bytes given and light
+# batches of the events and text bytes given (`parallel.LIGHT_BATCH_EVENTS`,
+# `LIGHT_BATCH_BYTES`), counting the texts that came through the rings and the light
+# batches the merge took.
 COUNTING = """
 import sys
 from kdissect import light, parallel, spool
-spool.RING_BYTES = int(sys.argv[1])
-made = 0
-class Counted(spool.Piece):
-    __slots__ = ()
-    def __init__(self, *arguments):
-        global made
-        made += 1
-        super().__init__(*arguments)
-parallel.Piece = light.Piece = Counted  # the JSON's merge, and the text's (`kdissect.light`)
+ring, events, text = (int(number) for number in sys.argv[1].split("/"))
+spool.RING_BYTES, parallel.LIGHT_BATCH_EVENTS, parallel.LIGHT_BATCH_BYTES = ring, events, text
+counts = {"through the rings": 0, "batches merged": 0}
+def counted(base, what):
+    class Counted(base):
+        __slots__ = ()
+        def __init__(self, *arguments):
+            counts[what] += 1
+            super().__init__(*arguments)
+    return Counted
+parallel.Piece = light.Piece = counted(spool.Piece, "through the rings")  # the JSON's merge, and the text's
+light._Batch = counted(light._Batch, "batches merged")
 from kdissect.cli import main
 status = main(sys.argv[2:])
 sys.stdout.flush()
-print("through the rings:", made, file=sys.stderr)
+for what, count in counts.items():
+    print(f"{what}: {count}", file=sys.stderr)
 sys.exit(status)
 """
+
+
+def counting(arguments: list[str], ring_bytes: int = spool.RING_BYTES, events: int = parallel.LIGHT_BATCH_EVENTS,
+             text: int = parallel.LIGHT_BATCH_BYTES) -> tuple[bytes, dict[str, int]]:
+    """The command's output with --jobs 2, rings of `ring_bytes` together and light batches
+    of `events` and `text`; how many texts came through the rings and batches were merged."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", COUNTING, f"{ring_bytes}/{events}/{text}", "--jobs", "2",
+                             *arguments], cwd=ROOT, env=environment, check=True, capture_output=True)
+    counts = {what.decode(): int(count) for what, count in re.findall(rb"^(.+): (\d+)$", result.stderr, re.M)
+              if what in (b"through the rings", b"batches merged")}
+    assert len(counts) == 2, result.stderr
+    return result.stdout, counts
 
 
 def through_rings(ring_bytes: int, arguments: list[str]) -> tuple[bytes, int]:
     """The command's output with --jobs 2 and rings of `ring_bytes` together, and how
     many texts came through the rings."""
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", COUNTING, str(ring_bytes), "--jobs", "2", *arguments],
-                            cwd=ROOT, env=environment, check=True, capture_output=True)
-    found = re.search(rb"through the rings: (\d+)", result.stderr)
-    assert found is not None, result.stderr
-    return result.stdout, int(found.group(1))
+    out, counts = counting(arguments, ring_bytes)
+    return out, counts["through the rings"]
 
 
 @pytest.mark.parametrize("options", [("-V",), ("-V", "-x"), ("-T", "json"), ("-T", "jsonl", "--about")],
@@ -237,30 +253,6 @@ def test_one_process_bytes_to_a_regular_file_a_file_opened_to_append_and_a_pipe(
     assert path.read_bytes() == expected * 2
 
 
-# The command in a process of its own, its workers sending light batches of a few events
-# (`parallel.LIGHT_BATCH_EVENTS`) or of a few bytes of text (`LIGHT_BATCH_BYTES`),
-# counting the batches the merge took.
-SMALL_BATCHES = """
-import sys
-from kdissect import light, parallel
-events, text = sys.argv[1].split("/")
-parallel.LIGHT_BATCH_EVENTS, parallel.LIGHT_BATCH_BYTES = int(events), int(text)
-taken = 0
-class Counted(light._Batch):
-    __slots__ = ()
-    def __init__(self, *arguments):
-        global taken
-        taken += 1
-        super().__init__(*arguments)
-light._Batch = Counted
-from kdissect.cli import main
-status = main(sys.argv[2:])
-sys.stdout.flush()
-print("batches merged:", taken, file=sys.stderr)
-sys.exit(status)
-"""
-
-
 @pytest.mark.parametrize(("events", "text", "every"), [(1, 1 << 30, 1), (3, 1 << 30, 3), (7, 1 << 30, 7),
                                                       (1 << 20, 1, 1), (1 << 20, 1500, 3)])
 @pytest.mark.parametrize("capture", ["tangled", "incident.pcap"])
@@ -268,11 +260,7 @@ def test_light_batches_of_any_size_give_one_process_bytes(tangled: str, capture:
                                                           every: int) -> None:
     path = tangled if capture == "tangled" else str(CAPTURES / capture)
     expected = run(["--jobs", "1", "-V", path], stdout=subprocess.PIPE).stdout
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", SMALL_BATCHES, f"{events}/{text}", "--jobs", "2", "-V", path],
-                            cwd=ROOT, env=environment, check=True, capture_output=True)
-    assert result.stdout == expected
-    found = re.search(rb"batches merged: (\d+)", result.stderr)
-    assert found is not None, result.stderr
+    out, counts = counting(["-V", path], events=events, text=text)
+    assert out == expected
     # a batch boundary every few messages (each -V text of these captures takes over 900 bytes)
-    assert int(found.group(1)) >= expected.count(b"\n\n") // every
+    assert counts["batches merged"] >= expected.count(b"\n\n") // every
