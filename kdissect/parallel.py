@@ -1008,7 +1008,8 @@ class _Worker:
             self.pairer.add(message)
             if self.prepare is not None:
                 ready = self.prepare(message)
-                self.batch_text += len(ready[0])
+                if self.light:  # its text, which ends a batch at LIGHT_BATCH_BYTES
+                    self.batch_text += len(ready[0])
                 if self.ring is not None:
                     ready = (self.ring.put(ready[0]), *ready[1:])
             if self.finish is not None:
