@@ -34,32 +34,32 @@ opened. Within a worker the keys only grow; no two workers share one, because ea
 packet, connection and note belongs to one worker (capture notes and packets that
 are not TCP to worker 0).
 
-The parent heap-merges the workers' streams by key, which is exactly the order of
-one process, and does what depends on the whole capture: numbering messages,
-numbering connections (in the order they were found to be Kafka), pairing and
-releasing in capture order (`pair.pairing`, unchanged), the capture's first-packet
-time, and the note of a capture without Kafka. It builds the messages from the
-frames it receives and the header fields the worker read from each (before pairing
-gives a response its request's API), so everything read from a message in the parent
-is what one process reads. The heavy part can run in the workers: a `prepare`
-function is called in the worker on its own copy of each message (paired on its
-connection, which is all a body's decoding needs) and its result comes back with the
-message. A `prepare` with a `started` method is told the capture's first packet time
-once it goes by (`Prepare`). One that decodes bodies is first run by the parent, before
-it forks, on the messages of the capture's first kilobytes (`warm`): what the first
-message of each API costs (its decoder and writer generated and compiled) is then paid
-once, not again by every worker. The command has each message's whole text made so (its
-summary line, tree and hex dump, or its JSON, as bytes): the parent only puts in what
-depends on the whole capture (the message's number; for JSON its stream and pair too),
-and the summary line's notes when pairing in capture order gave the message notes its
-worker could not know of. For text, nothing else of a message is read in the parent
-(a `prepare` whose `light` is true): its frame event carries only what pairing and
-releasing read, from which the parent makes a `light.Light` rather than a Message (about a
-quarter of the parent's work per message); a batch's keys go as one array of ints, with
-which the parent puts the batches in order with numpy (`kdissect.light`). That text does not travel with the
-events: a forked worker copies it into a ring of memory it shares with the parent, which
-writes it to the output from there (`kdissect.spool`); only where it lies goes through the
-pipe (the text itself when the ring has no room).
+The parent heap-merges the workers' streams by key, which is exactly the order of one
+process, and does what depends on the whole capture: numbering messages, numbering
+connections (in the order they were found to be Kafka), pairing and releasing in capture
+order (`pair.pairing`, unchanged), the capture's first-packet time, and the note of a
+capture without Kafka. It builds the messages from the frames it receives and the header
+fields the worker read from each (before pairing gives a response its request's API), so
+everything read from a message in the parent is what one process reads. The heavy part
+can run in the workers: a `prepare` function is called in the worker on its own copy of
+each message (paired on its connection, which is all a body's decoding needs) and its
+result comes back with the message. A `prepare` with a `started` method is told the
+capture's first packet time once it goes by (`Prepare`). One that decodes bodies is
+first run by the parent, before it forks, on the messages of the capture's first
+kilobytes (`warm`): what the first message of each API costs (its decoder and writer
+generated and compiled) is then paid once, not again by every worker. The command has
+each message's whole text made so (its summary line, tree and hex dump, or its JSON, as
+bytes): the parent only puts in what depends on the whole capture (the message's number;
+for JSON its stream and pair too), and the summary line's notes when pairing in capture
+order gave the message notes its worker could not know of. For text, nothing else of a
+message is read in the parent (a `prepare` whose `light` is true): its frame event
+carries only what pairing and releasing read, from which the parent makes a
+`light.Light` rather than a Message (about a quarter of the parent's work per message);
+a batch's keys go as one array of ints, with which the parent puts the batches in order
+with numpy (`kdissect.light`). That text does not travel with the events: a forked
+worker copies it into a ring of memory it shares with the parent, which writes it to the
+output from there (`kdissect.spool`); only where it lies goes through the pipe (the text
+itself when the ring has no room).
 
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
 message of its share, paired, and once its share is read hands them to `finish`; the
@@ -158,7 +158,7 @@ AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
 # the parent reading 8 ahead. It then wakes less often, each time taking a core from a
 # worker: on 100 MB, -V --jobs 2 had half the context switches with 1,024 events a batch
 # and was faster in each of seven pairs of runs against 256 (by 0.5-11%); the summary
-# lines, a hundred bytes a message, were faster in 5 of 6 pairs with 4,096 against 1,024.
+# lines, a hundred bytes a message, were faster in 8 of 8 pairs with 4,096 against 1,024.
 # A batch also ends once its texts reach LIGHT_BATCH_BYTES (or a ninth of the worker's
 # ring, should that be less): the batches read ahead and the one being made fit in the
 # ring (a -V batch holds about a thousand messages), and hold that much at most when
