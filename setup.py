@@ -7,6 +7,8 @@ is at hand, `optional=True` lets the install go on without them, pure Python.
 from setuptools import Extension, setup
 
 setup(ext_modules=[
+    # light.Lights and light.Light: the parent's merge of light batches, and pairing of it
+    Extension("kdissect._light_c", ["kdissect/_light_c.c"], optional=True),
     # capture._record_heads: the walk over a classic pcap file's record headers; and
     # parallel._python_buckets: each record's connection bucket (zlib's CRC-32, as Python's)
     Extension("kdissect.ingest._pcap_index_c", ["kdissect/ingest/_pcap_index_c.c"], libraries=["z"],

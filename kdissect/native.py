@@ -6,7 +6,8 @@ headers of `capture.PcapIndex.chunks`), `decode/_record_check_c` (the walks of
 `record_check._records_clean` and `_entries_clean`) and
 `present/_verbose_records_c` (the -V text of `verbose_records._batch_lines`, and of the
 arrays of integers and of fixed-size structs of integers the generated -V writers loop
-over). An install with a C compiler builds them (setup.py); one without runs the Python,
+over) and `_light_c` (with `--jobs`, the merging process's Lights and their pairing,
+`light.Lights`). An install with a C compiler builds them (setup.py); one without runs the Python,
 which stays the reference and gives the same answers and the same text (tests
 compare the two). KDISSECT_PURE=1 (any value but "" and "0") makes kdissect run
 the Python even where they are built: to test the fallback, or to measure it.

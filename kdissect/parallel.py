@@ -142,7 +142,7 @@ from kdissect.ingest.reassembly import (
 )
 from kdissect.ingest.reassembly import TcpConnection as _TcpConnection
 from kdissect.ingest.sasl import SecretMasker
-from kdissect.light import Columns, Key, made, merged, received
+from kdissect.light import Columns, Key, merged, new_lights, received
 from kdissect.native import native_or
 from kdissect.notes import Note
 from kdissect.pair.message import Message, message_from_frame
@@ -276,8 +276,7 @@ def read_messages(
     try:
         prepared: dict[int, Any] = {}
         merged = _Merge(team, report, unreadable, clock, prepared, keep_numbers=finish is not None)
-        for message in pair_messages(merged.messages()):
-            yield message, prepared.pop(message.number, None)
+        yield from merged.paired()
         merged.finish(options)
         if os.environ.get("KDISSECT_JOBS_CPU"):  # for benchmarks: CPU seconds of every process
             workers = ", ".join(f"{s.get('cpu', 0.0):.2f}" for s in team.summaries)
@@ -658,19 +657,32 @@ class _Merge:
         # per worker, with keep_numbers: the number of each message it sent, in its order
         self.numbers: list[list[int]] = [[] for _ in team.pipes] if keep_numbers else []
 
-    def messages(self, streams: Sequence[Iterable[tuple[Key, int, str, Any]]] | None = None) -> Iterator[Message]:
-        """The messages, numbered, from the workers' events (or `streams`: events kept)."""
+    def paired(self) -> Iterator[tuple[Message, Any]]:
+        """The messages, numbered, paired and in capture order (`pair_messages`), each with
+        what `prepare` made of it."""
+        team, prepared = self.team, self.prepared
+        if not (team.light and not self.numbers):
+            for message in pair_messages(self.messages()):
+                yield message, prepared.pop(message.number, None)
+            return
+        # Batches merged a batch at a time, their messages made Lights and paired by `lights`
+        # (in C where it is built: `kdissect.light`).
+        lights = new_lights(prepared)
+        for item in merged([team.batches(index) for index in range(len(team.pipes))], self.connections,
+                           team.rings, lights, self._other):
+            if type(item) is tuple:  # a batch that is not "lights": one by one from here on
+                streams, number = item
+                for light in self.messages(streams, number, lights.made):
+                    yield from lights.one(light)  # type: ignore[arg-type]  # a Light, as a Message
+                break
+            yield from item  # type: ignore[misc]  # (a Light, as a Message; what prepare made of it)
+        yield from lights.finish()
+
+    def messages(self, streams: Sequence[Iterable[tuple[Key, int, str, Any]]] | None = None, number: int = 0,
+                 light: Callable[..., Any] | None = None) -> Iterator[Message]:
+        """The messages, numbered after `number`, from the workers' events (or `streams`:
+        events kept); `light` makes a Light of a light message's fields."""
         team = self.team
-        number = 0
-        if streams is None and team.light and not self.numbers:  # batches merged a batch at a time
-            for item in merged([team.batches(index) for index in range(len(team.pipes))], self.connections,
-                               team.rings, self.prepared, self._other):
-                if type(item) is tuple:  # a batch that is not "lights": one by one from here on
-                    streams, number = item
-                    break
-                yield item  # type: ignore[misc]  # a Light, as a Message to pairing and the command's text
-            else:
-                return
         if streams is None:
             streams = [team.events(index) for index in range(len(team.pipes))]
         connections = self.connections
@@ -695,7 +707,7 @@ class _Merge:
                 yield message
             elif what == "light":  # (the rest of a merge of "lights" batches: `kdissect.light`)
                 number += 1
-                yield made(number, worker, event, connections, rings, self.prepared)  # type: ignore[misc]
+                yield light(number, worker, event, connections, rings)  # type: ignore[misc]
             else:
                 self._other(worker, what, event)
 

@@ -39,7 +39,7 @@ def tier(module: str) -> int:
         return TIERS["decode"]
     if top in ("cli", "__main__"):
         return TIERS["cli"]
-    if top in ("parallel", "light"):  # the pipeline on several processes
+    if top in ("parallel", "light", "_light_c"):  # the pipeline on several processes
         return TIERS["pipeline"]
     if top == "dask":  # tables over many captures: presentation, like the pandas tables
         return TIERS["present"]

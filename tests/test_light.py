@@ -12,7 +12,7 @@ import pytest
 
 from kdissect import notes
 from kdissect.ingest.framing import Connection
-from kdissect.light import Columns, Light, merged, received
+from kdissect.light import Columns, Light, Lights, merged, received
 from kdissect.spool import Ring, read_all
 
 pytest.importorskip("numpy")
@@ -105,6 +105,13 @@ def reference(streams: list[list[tuple[Any, str, Any]]]) -> list[tuple[int, str,
     return [(worker, what, event) for _key, worker, what, event in heapq.merge(*placed)]
 
 
+class Unpaired(Lights):
+    """Lights released as soon as they are made, unpaired: the merge's order as it is."""
+
+    def one(self, light: Any) -> list[tuple[Any, Any]]:
+        return [(light, self.prepared[light.number])]
+
+
 def merge_all(payloads: list[list[tuple[str, Any]]], rings: list[Ring] | None
               ) -> tuple[list[tuple[int, str, Any]], dict[int, Any]]:
     """What `merged` makes of the payloads, as (worker, what, event): a Light back as the event
@@ -119,7 +126,7 @@ def merge_all(payloads: list[list[tuple[str, Any]]], rings: list[Ring] | None
         found.append((worker, what, event))
 
     number = 0
-    for item in merged([iter(batches) for batches in payloads], connections, rings, prepared, other):
+    for item in merged([iter(batches) for batches in payloads], connections, rings, Unpaired(prepared), other):
         if isinstance(item, tuple):  # the merge stopped: the rest, one by one, by key
             rest, last = item
             assert last == number
@@ -129,12 +136,13 @@ def merge_all(payloads: list[list[tuple[str, Any]]], rings: list[Ring] | None
                 else:
                     other(worker, what, event)
             break
-        assert isinstance(item, Light)
-        number = len([what for _worker, what, _event in found if what == "light"]) + 1
-        assert item.number == number and item.frame is item
-        worker, local = next(key for key, connection in connections.items() if connection is item.connection)
-        found.append((worker, "light", (local, item.is_request, item.correlation_id, item.expects_response,
-                                        item.last_ns, item.size, item.frame_notes, tuple(item.notes), number)))
+        for light, ready in item:
+            assert isinstance(light, Light)
+            number = len([what for _worker, what, _event in found if what == "light"]) + 1
+            assert light.number == number and light.frame is light and ready is prepared[number]
+            worker, local = next(key for key, connection in connections.items() if connection is light.connection)
+            found.append((worker, "light", (local, light.is_request, light.correlation_id, light.expects_response,
+                                            light.last_ns, light.size, light.frame_notes, tuple(light.notes), number)))
     return found, prepared
 
 
@@ -190,3 +198,146 @@ def test_ties_between_workers_go_to_the_lower_worker_first() -> None:
     streams = [[(key, "note", notes.note(f"from {worker}"))] for worker in range(2)]
     found, _prepared = merge_all([batched(stream, random.Random(0)) for stream in streams], None)
     assert [(worker, event.message) for worker, _what, event in found] == [(0, "from 0"), (1, "from 1")]
+
+
+# -- pairing and releasing: `_light_c.Lights` against `Lights` --------------------------
+
+
+def conversation(rng: random.Random, worker: int, count: int, ring: Ring | None) -> list[tuple[Any, str, Any]]:
+    """`count` events of one worker whose messages pair as Kafka's do, and as they do not:
+    requests answered in order, out of order, never, twice (a correlation id reused while
+    in flight), not at all (acks=0), without a correlation id; responses without a request;
+    capture time that jumps past the hold; frames large enough to pass the bytes held."""
+    events: list[tuple[Any, str, Any]] = []
+    flights: list[list[int]] = []
+    packet, time_ns, next_id = 0, 0, 0
+    for sequence in range(1, count + 1):
+        packet += rng.choice((1, 1, 2))
+        time_ns += rng.choice((1_000, 50_000, 2_500_000, 3_000_000_000, 5_000_000_000))
+        key = (packet, 0, 0, 0, sequence)
+        if not flights or rng.random() < 0.05:
+            events.append((key, "open", (len(flights), f"client {worker}", f"server {len(flights)}", False)))
+            flights.append([])
+            continue
+        if rng.random() < 0.03:
+            events.append((key, "note", notes.warn(f"a capture note {worker}.{sequence}")))
+            continue
+        local = rng.randrange(len(flights))
+        flight = flights[local]
+        roll = rng.random()
+        if not flight or roll < 0.5:
+            is_request = True
+            correlation_id: int | None = rng.choice(flight) if flight and rng.random() < 0.05 else next_id
+            next_id += 1
+            expects = rng.random() < 0.9
+            if rng.random() < 0.03:
+                correlation_id = None
+            elif expects:
+                flight.append(correlation_id)  # type: ignore[arg-type]
+        else:
+            is_request, expects = False, False
+            at = 0 if roll < 0.85 else rng.randrange(len(flight))
+            correlation_id = flight.pop(at) if roll < 0.97 else 10**9 + sequence  # else no such request
+        text = f"message {worker}.{sequence}".encode()
+        place = ring.put(text) if ring is not None and rng.random() < 0.9 else text
+        size = rng.choice((40, 300, 5_000, 70_000))
+        header_notes = (notes.warn("odd header", id="kafka.x"),) if rng.random() < 0.05 else ()
+        events.append((key, "light", (local, is_request, correlation_id, expects, time_ns, size, (), header_notes,
+                                      (place, 0, 1, 2))))
+    return events
+
+
+def paired_run(lights: type[Any], payloads: list[list[tuple[str, Any]]], rings: list[Ring] | None,
+               **hold: Any) -> list[Any]:
+    """Every event and released message of a merge paired by `lights`, in order, as plain
+    values: a message's number, notes, pair and text."""
+    connections: dict[tuple[int, int], Connection] = {}
+    seen: list[Any] = []
+
+    def other(worker: int, what: str, event: Any) -> None:
+        if what == "open":
+            connections[worker, event[0]] = Connection(len(connections), event[1], event[2], event[3])
+        seen.append((worker, what, event))
+
+    def shown(released: list[tuple[Any, Any]]) -> None:
+        for message, ready in released:
+            pair = message._pair
+            seen.append((message.number, message.is_request, message.correlation_id, message.last_ns, message.size,
+                         message.connection.index, [(n.severity, n.message, n.id) for n in message.all_notes()],
+                         None if pair is None else pair.number, read_all(ready[0]), ready[1:]))
+
+    prepared: dict[int, Any] = {}
+    pairing = lights(prepared, **hold)
+    for item in merged([iter(batches) for batches in payloads], connections, rings, pairing, other):
+        if isinstance(item, tuple):
+            rest, number = item
+            for _key, worker, what, event in heapq.merge(*rest):
+                if what == "light":
+                    number += 1
+                    shown(pairing.one(pairing.made(number, worker, event, connections, rings)))
+                else:
+                    other(worker, what, event)
+            break
+        shown(item)
+    shown(pairing.finish())
+    assert not prepared  # every message released, with what was made of it
+    return seen
+
+
+HOLDS = ({}, {"hold_seconds": 5.0}, {"hold_messages": 7}, {"hold_bytes": 100_000},
+         {"hold_seconds": 0.0025, "hold_messages": 3, "hold_bytes": 6_000})
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_lights_in_c_pair_and_release_as_the_python_does(seed: int) -> None:
+    """Message by message: the same numbers, notes (their text and ids), pairs and text, in
+    the same order among the other events, under every hold limit."""
+    c_lights = pytest.importorskip("kdissect._light_c").Lights
+    rng = random.Random(300 + seed)
+    jobs = rng.choice((2, 3))
+    streams = [conversation(rng, worker, rng.randrange(50, 600), None) for worker in range(jobs)]
+    payloads = [batched(events, rng) for events in streams]
+    if seed % 3 == 2:  # one batch that is not arrays: the rest one by one
+        late = payloads[0][len(payloads[0]) // 2]
+        payloads[0][len(payloads[0]) // 2] = ("events", (received(late[1]), late[1][-1]))
+    hold = HOLDS[seed % len(HOLDS)]
+    python = paired_run(Lights, payloads, None, **hold)
+    assert paired_run(c_lights, payloads, None, **hold) == python
+    found = [entry for entry in python if isinstance(entry[0], int) and not isinstance(entry[1], str)]
+    assert len(found) == sum(what == "light" for events in streams for _key, what, _event in events)
+    ids = {note_id for entry in found for _severity, _text, note_id in entry[6]}
+    if not hold:  # the run with Kafka's own limits still meets every note pairing gives
+        assert {"kafka.response_out_of_order", "kafka.request_missing", "kafka.duplicate_correlation_id",
+                "kafka.unanswered"} <= ids
+    elif "hold_seconds" in hold:
+        assert "kafka.response_overdue" in ids
+
+
+def test_lights_in_c_take_their_text_from_the_rings() -> None:
+    c_lights = pytest.importorskip("kdissect._light_c").Lights
+    rng = random.Random(5)
+    rings = [Ring(1 << 16) for _ in range(2)]
+    streams = [conversation(rng, worker, 400, rings[worker]) for worker in range(2)]
+    payloads = [batched(events, rng) for events in streams]
+    assert paired_run(c_lights, payloads, rings) == paired_run(Lights, payloads, rings)
+
+
+def test_a_light_in_c_is_a_light() -> None:
+    """What the rest of the merge reads and writes of a Light, the C one has alike."""
+    c_light = pytest.importorskip("kdissect._light_c").Light
+    connection = Connection(3, "client", "server", False)
+    made = [kind(7, connection, True, 12, True, 10**20, 99, (notes.note("cut", 4),), [notes.warn("odd")])
+            for kind in (Light, c_light)]
+    for light in made:
+        assert light.frame is light and light._pair is None
+        light.link("answer")
+        light.notes.append(notes.note("later"))
+        assert light._pair == "answer"
+        assert [note.message for note in light.all_notes()] == ["cut", "odd", "later"]
+        light.number = 8
+    python, native_light = made
+    for name in ("number", "connection", "is_request", "correlation_id", "expects_response", "last_ns", "size",
+                 "frame_notes", "notes"):
+        assert getattr(native_light, name) == getattr(python, name)
+    with pytest.raises(AttributeError):
+        native_light.file  # noqa: B018  # as the Python's slots: nothing else

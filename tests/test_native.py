@@ -12,7 +12,8 @@ extreme timestamps and offsets, every attribute) and then damaged or replaced by
 bytes. It also writes the elements of arrays of integers, and of fixed-size structs of
 them, as the loops the -V writers generate do: compared on every message of the
 captures and on arrays written here. (`ingest/_pcap_index_c`, the walk over a pcap
-file's record headers, is compared in test_pcap_index.py.)
+file's record headers, is compared in test_pcap_index.py; `_light_c`, the parent's side
+of a light merge, in test_light.py.)
 
 Here both run side by side, whatever KDISSECT_PURE says; the rest of the suite runs
 whichever kdissect uses (run it with KDISSECT_PURE=1 to test the Python alone).
@@ -35,7 +36,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_records import legacy_set, patched, record, v2_batch
 
-from kdissect import cli
+from kdissect import cli, light
 from kdissect.decode import record_check
 from kdissect.decode.compression import DecompressionProblem, decompress
 from kdissect.decode.records import BATCH_HEADER, LOG_OVERHEAD, MAX_DECOMPRESSED_BYTES
@@ -45,7 +46,7 @@ from tests.conftest import CAPTURES, missing
 
 CHECKS = settings(derandomize=True, max_examples=400, deadline=None, database=None)
 MODULES = ("kdissect.decode._record_check_c", "kdissect.present._verbose_records_c",
-           "kdissect.ingest._pcap_index_c")  # the last compared in test_pcap_index.py
+           "kdissect.ingest._pcap_index_c", "kdissect._light_c")  # the last two in test_pcap_index.py, test_light.py
 
 
 def native(name: str) -> ModuleType:
@@ -86,6 +87,7 @@ def test_ci_builds_and_tests_the_extensions() -> None:
     assert verbose_records._native_records is not None
     assert verbose_records._native_batch is not None
     assert capture._walk is not capture._record_heads
+    assert light.new_lights is not light.Lights
 
 
 # -- the two implementations on one stretch of records ---------------------------------

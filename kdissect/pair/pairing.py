@@ -61,25 +61,42 @@ class Pairer:
                       request: Message | None) -> None:
         """A response whose request is missing, or not the oldest in flight."""
         if request is None:
-            from kdissect.decode.dissect import REQUEST_MISSING  # the decode tier only when needed
-
-            response.notes.append(notes.warn(REQUEST_MISSING, id="kafka.request_missing"))
+            _missing(response)
             return
-        oldest = next(iter(flight.values()))
-        response.notes.append(
-            notes.warn(
-                "response out of FIFO order: an older request on this connection "
-                f"(#{oldest.number}) is still unanswered",
-                id="kafka.response_out_of_order",
-            )
-        )
+        _out_of_order(response, next(iter(flight.values())))
         request.link(response)
+
+
+# The notes pairing and releasing give, one function each (`kdissect.light`'s C merge makes
+# them with these too).
 
 
 def _duplicate(request: Message, earlier: Message) -> None:
     request.notes.append(notes.warn(
         f"duplicate correlation id {request.correlation_id} in flight "
         f"(message #{earlier.number} still unanswered)", id="kafka.duplicate_correlation_id"))
+
+
+def _missing(response: Message) -> None:
+    from kdissect.decode.dissect import REQUEST_MISSING  # the decode tier only when needed
+
+    response.notes.append(notes.warn(REQUEST_MISSING, id="kafka.request_missing"))
+
+
+def _out_of_order(response: Message, oldest: Message) -> None:
+    response.notes.append(notes.warn(
+        f"response out of FIFO order: an older request on this connection (#{oldest.number}) is still unanswered",
+        id="kafka.response_out_of_order"))
+
+
+def _overdue(request: Message, newest_ns: int, later: int) -> None:
+    request.notes.append(notes.note(
+        f"no response within {(newest_ns - request.frame.last_ns) / 1e9:.3f} s and {later} later "
+        "messages: shown before any answer (hold limit)", id="kafka.response_overdue"))
+
+
+def _unanswered(request: Message) -> None:
+    request.notes.append(notes.note("request never answered in this capture", id="kafka.unanswered"))
 
 
 class Sequencer:
@@ -118,9 +135,7 @@ class Sequencer:
                 if (len(queue) <= self._hold_messages and self._held_bytes <= self._hold_bytes
                         and newest - head.frame.last_ns <= self._hold_ns):
                     break
-                head.notes.append(notes.note(
-                    f"no response within {(newest - head.frame.last_ns) / 1e9:.3f} s and {len(queue) - 1} later "
-                    "messages: shown before any answer (hold limit)", id="kafka.response_overdue"))
+                _overdue(head, newest, len(queue) - 1)
             released.append(queue.popleft())
             self._held_bytes -= head.size
         return released
@@ -129,8 +144,7 @@ class Sequencer:
         while self._queue:
             head = self._queue.popleft()
             if not _settled(head):
-                head.notes.append(notes.note("request never answered in this capture",
-                                              id="kafka.unanswered"))
+                _unanswered(head)
             yield head
 
 
