@@ -59,7 +59,8 @@ a batch's keys go as one array of ints, with which the parent puts the batches i
 with numpy (`kdissect.light`). That text does not travel with the events: a forked
 worker copies it into a ring of memory it shares with the parent, which writes it to the
 output from there (`kdissect.spool`); only where it lies goes through the pipe (the text
-itself when the ring has no room).
+itself when the ring has no room, or when it is shorter than `SPOOLED_BYTES`, as a
+summary line is: in the batch it costs the merge less).
 
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
 message of its share, paired, and once its share is read hands them to `finish`; the
@@ -166,6 +167,9 @@ AHEAD_BATCHES = 32  # batches the parent reads ahead of the merge, per worker
 LIGHT_BATCH_EVENTS = 16 * BATCH_EVENTS
 LIGHT_AHEAD_BATCHES = AHEAD_BATCHES // 4
 LIGHT_BATCH_BYTES = 7 * 1024 * 1024
+# A text shorter than this (a summary line) goes with its event rather than through the ring:
+# bytes in a batch cost the merging process less than a place in the ring to make a Piece of.
+SPOOLED_BYTES = 256
 RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data for progress
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
 KEPT_CHUNKS = 8  # chunks of the index kept from its first walk for the second (33 bytes a record)
@@ -1022,7 +1026,7 @@ class _Worker:
                 ready = self.prepare(message)
                 if self.light:  # its text, which ends a batch at LIGHT_BATCH_BYTES
                     self.batch_text += len(ready[0])
-                if self.ring is not None:
+                if self.ring is not None and len(ready[0]) >= SPOOLED_BYTES:
                     ready = (self.ring.put(ready[0]), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)

@@ -147,8 +147,9 @@ def both(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
 COUNTING = """
 import sys
 from kdissect import light, parallel, spool
-ring, events, text = (int(number) for number in sys.argv[1].split("/"))
+ring, events, text, short = (int(number) for number in sys.argv[1].split("/"))
 spool.RING_BYTES, parallel.LIGHT_BATCH_EVENTS, parallel.LIGHT_BATCH_BYTES = ring, events, text
+parallel.SPOOLED_BYTES = short
 counts = {"through the rings": 0, "batches merged": 0}
 def counted(base, what):  # each made (the class's own __init__: also where C makes it)
     made = base.__init__
@@ -168,11 +169,13 @@ sys.exit(status)
 
 
 def counting(arguments: list[str], ring_bytes: int = spool.RING_BYTES, events: int = parallel.LIGHT_BATCH_EVENTS,
-             text: int = parallel.LIGHT_BATCH_BYTES) -> tuple[bytes, dict[str, int]]:
-    """The command's output with --jobs 2, rings of `ring_bytes` together and light batches
-    of `events` and `text`; how many texts came through the rings and batches were merged."""
+             text: int = parallel.LIGHT_BATCH_BYTES, spooled: int = parallel.SPOOLED_BYTES
+             ) -> tuple[bytes, dict[str, int]]:
+    """The command's output with --jobs 2, rings of `ring_bytes` together, light batches of
+    `events` and `text`, and texts from `spooled` bytes through the rings; how many texts
+    came through the rings and batches were merged."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", COUNTING, f"{ring_bytes}/{events}/{text}", "--jobs", "2",
+    result = subprocess.run([sys.executable, "-c", COUNTING, f"{ring_bytes}/{events}/{text}/{spooled}", "--jobs", "2",
                              *arguments], cwd=ROOT, env=environment, check=True, capture_output=True)
     counts = {what.decode(): int(count) for what, count in re.findall(rb"^(.+): (\d+)$", result.stderr, re.M)
               if what in (b"through the rings", b"batches merged")}
@@ -197,6 +200,23 @@ def test_interleaved_workers_and_notes_the_merge_adds_give_one_process_bytes_thr
     assert out == expected
     messages = expected.count(b"\n\n") if "-T" not in options else expected.count(b'{"number":')
     assert made == messages  # every text came through the rings
+
+
+def test_summary_lines_go_with_their_events_and_longer_texts_through_the_rings(tangled: str) -> None:  # noqa: F811
+    """A text shorter than `parallel.SPOOLED_BYTES` (a summary line) costs the merging
+    process less in the batch than as a place in a ring: with the bound among the lines'
+    lengths, some come through the rings, the others not, and the output is one process's
+    either way. (The workers' texts are the lines but for their numbers, and the notes
+    pairing in capture order adds.)"""
+    expected = run(["--jobs", "1", tangled], stdout=subprocess.PIPE).stdout
+    texts = sorted(len(line) - 6 for line in expected.splitlines(keepends=True))
+    assert texts[-1] < parallel.SPOOLED_BYTES
+    found = []
+    for bound in (parallel.SPOOLED_BYTES, texts[len(texts) // 2], 1):
+        out, counts = counting([tangled], spooled=bound)
+        assert out == expected
+        found.append(counts["through the rings"])
+    assert found[0] == 0 and 0 < found[1] < found[2] == len(texts)
 
 
 @pytest.mark.parametrize("options", [("-V",), ("-T", "json")], ids=" ".join)
