@@ -25,13 +25,13 @@ static Py_ssize_t pairer_hold; /* pairing.HOLD_MESSAGES: requests kept in flight
 typedef struct {
     PyObject_HEAD
     PyObject *number, *connection, *is_request, *correlation_id, *expects_response, *last_ns, *size,
-        *frame_notes, *notes, *pair;
+        *frame_notes, *notes, *pair, *asked;
 } LightObject;
 
 static PyTypeObject LightType;
 
 #define LIGHT_FIELDS(X) X(number) X(connection) X(is_request) X(correlation_id) X(expects_response) \
-    X(last_ns) X(size) X(frame_notes) X(notes) X(pair)
+    X(last_ns) X(size) X(frame_notes) X(notes) X(pair) X(asked)
 
 static int
 light_traverse(LightObject *self, visitproc visit, void *arg)
@@ -79,6 +79,7 @@ light_of(PyObject *number, PyObject *connection, PyObject *is_request, PyObject 
     self->frame_notes = Py_NewRef(frame_notes);
     self->notes = notes;
     self->pair = Py_NewRef(Py_None);
+    self->asked = Py_NewRef(Py_None);
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -101,11 +102,45 @@ light_frame(PyObject *self, void *closure)
     return Py_NewRef(self);
 }
 
+/* Light.link: `response` is this request's, and knows this request's number. */
+static int
+linked(LightObject *request, PyObject *response)
+{
+    if (request->number == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "Light has no number");
+        return -1;
+    }
+    if (Py_TYPE(response) == &LightType)
+        Py_XSETREF(((LightObject *)response)->asked, Py_NewRef(request->number));
+    else if (PyObject_SetAttrString(response, "_asked", request->number) < 0)
+        return -1;
+    Py_XSETREF(request->pair, Py_NewRef(response));
+    return 0;
+}
+
 static PyObject *
 light_link(LightObject *self, PyObject *response)
 {
-    Py_XSETREF(self->pair, Py_NewRef(response));
+    if (linked(self, response) < 0)
+        return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *
+light_pair_number(LightObject *self, void *closure)
+{
+    if (self->is_request == NULL || self->pair == NULL || self->asked == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "Light has no pair");
+        return NULL;
+    }
+    int truth = PyObject_IsTrue(self->is_request);
+    if (truth < 0)
+        return NULL;
+    if (!truth)
+        return Py_NewRef(self->asked);
+    if (self->pair == Py_None)
+        Py_RETURN_NONE;
+    return PyObject_GetAttrString(self->pair, "number");
 }
 
 static PyObject *
@@ -128,11 +163,12 @@ static PyMemberDef light_members[] = {
     MEMBER("number", number), MEMBER("connection", connection), MEMBER("is_request", is_request),
     MEMBER("correlation_id", correlation_id), MEMBER("expects_response", expects_response),
     MEMBER("last_ns", last_ns), MEMBER("size", size), MEMBER("frame_notes", frame_notes),
-    MEMBER("notes", notes), MEMBER("_pair", pair), {NULL},
+    MEMBER("notes", notes), MEMBER("_pair", pair), MEMBER("_asked", asked), {NULL},
 };
 
 static PyGetSetDef light_getset[] = {
     {"frame", light_frame, NULL, "Itself: what pairing reads of a frame is its own.", NULL},
+    {"pair_number", (getter)light_pair_number, NULL, "As Message.pair_number.", NULL},
     {NULL},
 };
 
@@ -391,9 +427,9 @@ pair(LightsObject *self, LightObject *message)
         Py_DECREF(found);
         return -1;
     }
-    Py_XSETREF(request->pair, Py_NewRef((PyObject *)message));
+    int failed = linked(request, (PyObject *)message);
     Py_DECREF(found);
-    return 0;
+    return failed;
 }
 
 /* `newest - then <= hold_ns`: 1, 0, -1 on error. */

@@ -787,11 +787,14 @@ class _JsonLines:
     """What a worker process makes of each message for -T json and jsonl (--jobs): its
     JSON, as one process writes it and encoded as the output is, cut where the capture's
     number, stream and pair go (each message's own, known only where the workers'
-    messages are merged: `_JsonSink._write_prepared` puts them in), and how many notes
-    the message had then (as `_TextLines`). The last part, with the tree, comes first: it
-    is the one that goes through shared memory (`spooled`, as `_TextLines`)."""
+    messages are merged: `_JsonSink._write_prepared` puts them in), how many notes the
+    message had then (as `_TextLines`), and where its notes are in the last part (which
+    the merge writes anew when pairing in capture order gave it others). The last part,
+    with the tree, comes first: it is the one that goes through shared memory (`spooled`,
+    as `_TextLines`). Nothing else of a message is read where they are merged (`light`)."""
 
     spooled = True
+    light = True
     # what every worker imports to make the JSON (as `_TextLines.preload`)
     preload = ("kdissect.present.json_text", "kdissect.decode.values")
     warm_up = True  # the tree decodes every body (`kdissect.parallel.warm`)
@@ -807,7 +810,7 @@ class _JsonLines:
             return None
         return encoding
 
-    def __call__(self, message: Message) -> tuple[bytes, bytes, bytes, int]:
+    def __call__(self, message: Message) -> tuple[bytes, bytes, bytes, int, int, int]:
         from kdissect.present.records import message_json
 
         text = message_json(message, about=self.about).encode(self.encoding)
@@ -817,7 +820,11 @@ class _JsonLines:
         pair = text.index(b',"pair":', middle) + 8
         tail = text.index(b",", pair)
         notes = -1 if any(note.id in NUMBERED_NOTES for note in message.notes) else len(message.notes)
-        return text[tail:], text[start:stream], text[middle:pair], notes
+        # The notes' array: the first after the pair (only numbers come between), ended by the
+        # first "],"file": after it (a quote within a string is escaped, so none is there).
+        at = text.index(b',"notes":', tail) + 9
+        end = text.index(b'],"file":', at) + 1
+        return text[tail:], text[start:stream], text[middle:pair], notes, at - tail, end - tail
 
 
 def _write_bytes(out: IO[str], chunks: list[Any], bytes_out: SpooledOutput | None) -> SpooledOutput:
@@ -871,10 +878,10 @@ def _utc_second(seconds: int) -> str:
 
 class _JsonSink(_Sink):
     def __init__(self, out: IO[str], *, array: bool, about: bool, args: argparse.Namespace | None = None) -> None:
-        from kdissect.present.records import message_json
+        from kdissect.present.records import message_json, notes_json
 
         self.out, self.array, self.about, self.first = out, array, about, True
-        self.message_json = message_json
+        self.message_json, self.notes_json = message_json, notes_json
         self.prepare = functools.partial(tree_json, about=about)
         self.chunks: list[Any] = []  # encoded JSON of messages not yet written (`_JsonLines`)
         self.bytes_out: SpooledOutput | None = None
@@ -901,23 +908,20 @@ class _JsonSink(_Sink):
         if not self.array:
             self.out.flush()  # jsonl is for pipes: one object as soon as it is known
 
-    def _write_prepared(self, message: Message, prepared: tuple[Any, bytes, bytes, int]) -> None:
-        """A message whose JSON a worker made (`_JsonLines`; its tree bytes, or a
-        `spool.Piece`): the capture's number, stream and pair put in; or, when the merge
-        gave the message notes the worker could not know of, written with the tree the
-        worker made."""
-        tail, head, middle, notes = prepared
+    def _write_prepared(self, message: Message, prepared: tuple[Any, bytes, bytes, int, int, int]) -> None:
+        """A message whose JSON a worker made (`_JsonLines`; its last part as bytes, or a
+        `spool.Piece`): the capture's number, stream and pair put in; and, when the merge
+        gave the message notes the worker could not know of, its notes as the merge has
+        them."""
+        tail, head, middle, notes, at, end = prepared
         if notes != len(message.notes):
-            if self.chunks:  # first: what is read of a worker's ring frees it up to there
-                self._write_chunks()
             text = read_all(tail)
-            tree = text[text.index(b',"tree":') + 8:-1].decode(self.encoding or "ascii")
-            self.write(message, tree)
-            return
-        pair = message.pair
+            found = self.notes_json(message.all_notes()).encode(self.encoding or "ascii")
+            tail = b"%s%s%s" % (text[:at], found, text[end:])
+        pair = message.pair_number
         text = b'%s{"number":%d%s%d%s%s' % (b"" if not self.array else b"[\n" if self.first else b",\n",
                                            message.number, head, message.frame.connection.index, middle,
-                                           b"null" if pair is None else b"%d" % pair.number)
+                                           b"null" if pair is None else b"%d" % pair)
         self.first = False
         chunks = self.chunks
         chunks += (text, tail) if self.array else (text, tail, b"\n")

@@ -1,8 +1,9 @@
-"""Light messages for `--jobs` text: what the merge reads of a message, carried and merged cheaply.
+"""Light messages for `--jobs` text and JSON: what the merge reads of a message, carried and merged cheaply.
 
 Where the workers make all the text of their messages (a `prepare` whose `light` is true,
-`cli._TextLines`), the merging process reads of a message only what pairing and releasing in
-capture order read (`pair.pairing`) and its notes. It makes a `Light` of that, not a Message.
+`cli._TextLines`, `cli._JsonLines`), the merging process reads of a message only what pairing
+and releasing in capture order read (`pair.pairing`), its notes and its pair's number. It
+makes a `Light` of that, not a Message.
 
 A worker sends the keys of a batch's events as one string of 64-bit ints (`Columns`), and
 the events without them; the parent puts the workers' events in order with numpy, a batch at
@@ -40,7 +41,7 @@ class Light:
     bytes nor its header fields, which only the worker needed. It is its own frame: what they
     read of a frame, its connection and last packet's time, is its own."""
 
-    __slots__ = ("_pair", "connection", "correlation_id", "expects_response", "frame_notes", "is_request",
+    __slots__ = ("_asked", "_pair", "connection", "correlation_id", "expects_response", "frame_notes", "is_request",
                  "last_ns", "notes", "number", "size")
 
     def __init__(self, number: int, connection: Connection, is_request: bool, correlation_id: int | None,
@@ -49,14 +50,23 @@ class Light:
         self.number, self.connection, self.is_request = number, connection, is_request
         self.correlation_id, self.expects_response = correlation_id, expects_response
         self.last_ns, self.size, self.frame_notes, self.notes = last_ns, size, frame_notes, notes
-        self._pair: Light | None = None  # a request's response (a response's request is not needed)
+        self._pair: Light | None = None  # a request's response
+        self._asked: int | None = None  # a response's request's number (the request itself is not needed)
 
     @property
     def frame(self) -> Light:
         return self
 
+    @property
+    def pair_number(self) -> int | None:
+        """As `Message.pair_number`."""
+        if self.is_request:
+            return None if self._pair is None else self._pair.number
+        return self._asked
+
     def link(self, response: Light) -> None:
         self._pair = response
+        response._asked = self.number
 
     def all_notes(self) -> list[Note]:
         """As `Message.all_notes` (the tree's are in the text the worker made)."""

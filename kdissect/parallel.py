@@ -50,9 +50,9 @@ kilobytes (`warm`): what the first message of each API costs (its decoder and wr
 generated and compiled) is then paid once, not again by every worker. The command has
 each message's whole text made so (its summary line, tree and hex dump, or its JSON, as
 bytes): the parent only puts in what depends on the whole capture (the message's number;
-for JSON its stream and pair too), and the summary line's notes when pairing in capture
-order gave the message notes its worker could not know of. For text, nothing else of a
-message is read in the parent (a `prepare` whose `light` is true): its frame event
+for JSON its stream and pair too), and the message's notes (the summary line's, or the
+JSON's) when pairing in capture order gave it notes its worker could not know of. Nothing
+else of a message is read in the parent (a `prepare` whose `light` is true): its frame event
 carries only what pairing and releasing read, from which the parent makes a
 `light.Light` rather than a Message (about a quarter of the parent's work per message);
 a batch's keys go as one array of ints, with which the parent puts the batches in order

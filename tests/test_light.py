@@ -264,7 +264,7 @@ def paired_run(lights: type[Any], payloads: list[list[tuple[str, Any]]], rings: 
             pair = message._pair
             seen.append((message.number, message.is_request, message.correlation_id, message.last_ns, message.size,
                          message.connection.index, [(n.severity, n.message, n.id) for n in message.all_notes()],
-                         None if pair is None else pair.number, read_all(ready[0]), ready[1:]))
+                         None if pair is None else pair.number, message.pair_number, read_all(ready[0]), ready[1:]))
 
     prepared: dict[int, Any] = {}
     pairing = lights(prepared, **hold)
@@ -329,10 +329,12 @@ def test_a_light_in_c_is_a_light() -> None:
     made = [kind(7, connection, True, 12, True, 10**20, 99, (notes.note("cut", 4),), [notes.warn("odd")])
             for kind in (Light, c_light)]
     for light in made:
-        assert light.frame is light and light._pair is None
-        light.link("answer")
+        kind = type(light)
+        assert light.frame is light and light._pair is None and light.pair_number is None
+        answer = kind(9, connection, False, 12, False, 10**20 + 1, 5, (), [])
+        light.link(answer)
         light.notes.append(notes.note("later"))
-        assert light._pair == "answer"
+        assert light._pair is answer and light.pair_number == 9 and answer.pair_number == 7
         assert [note.message for note in light.all_notes()] == ["cut", "odd", "later"]
         light.number = 8
     python, native_light = made

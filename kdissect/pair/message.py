@@ -63,6 +63,12 @@ class Message:
             return linked
         return linked()
 
+    @property
+    def pair_number(self) -> int | None:
+        """The number of `pair` (what JSON writes of it; a `kdissect.light.Light` has it too)."""
+        pair = self.pair
+        return None if pair is None else pair.number
+
     def link(self, response: Message) -> None:
         """Pair this request with `response`, which takes the request's API and version."""
         self._pair = weakref.ref(response)

@@ -77,6 +77,11 @@ class CaptureTime(float):
         return f"{'-' if self.ns < 0 else ''}{whole}.{fraction:09d}"
 
 
+def notes_json(notes: list[Note]) -> str:
+    """Notes as a message's JSON has them (ASCII)."""
+    return ascii_json(_dumps([note_record(note) for note in notes]).decode()) if notes else "[]"
+
+
 def note_record(note: Note) -> dict[str, Any]:
     return {"severity": str(note.severity), "message": note.message, "offset": note.offset,
             "id": note.id or None}
