@@ -684,6 +684,8 @@ class _TextSink(_Sink):
         if notes == len(message.notes):
             chunks += (b"%6d" % message.number, tail)  # joined once, when written: one copy of the text
         else:
+            if chunks:  # first: reading a text out of a worker's ring frees the ring up to its end
+                self._write_chunks()
             text = read_all(tail)
             found = self.notes_text(message.all_notes()).encode(*self.coding or ("utf-8",))
             chunks += (b"%6d" % message.number, text[:cut], found, text[end:])
@@ -915,6 +917,8 @@ class _JsonSink(_Sink):
         them."""
         tail, head, middle, notes, at, end = prepared
         if notes != len(message.notes):
+            if self.chunks:  # first: reading a text out of a worker's ring frees the ring up to its end
+                self._write_chunks()
             text = read_all(tail)
             found = self.notes_json(message.all_notes()).encode(self.encoding or "ascii")
             tail = b"%s%s%s" % (text[:at], found, text[end:])

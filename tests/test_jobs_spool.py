@@ -283,3 +283,36 @@ def test_light_batches_of_any_size_give_one_process_bytes(tangled: str, capture:
     assert out == expected
     # a batch boundary every few messages (each -V text of these captures takes over 900 bytes)
     assert counts["batches merged"] >= expected.count(b"\n\n") // every
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_text_read_out_of_a_ring_comes_after_the_texts_before_it_are_written(output: str) -> None:
+    """Reading a text out of a worker's ring (to put in the notes the merge gave its message)
+    frees the ring up to that text's end (`Piece.read`): the merge first writes the texts of
+    that ring still waiting before it, which the worker could otherwise write over."""
+    from kdissect import notes
+    from kdissect.cli import _JsonSink, _TextSink, build_parser
+    from kdissect.ingest.framing import Connection
+    from kdissect.light import Light
+
+    ring = Ring(1 << 16)
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    args = build_parser().parse_args(["-T", "jsonl", "x.pcap"] if output == "json" else ["x.pcap"])
+    sink: Any = _JsonSink(out, array=False, about=False, args=args) if output == "json" else _TextSink(out, args)
+    connection = Connection(0, ("10.0.0.1", 1), ("10.0.0.2", 9092), False)
+    for number, added in ((1, []), (2, [notes.warn("given by the merge")])):
+        message = Light(number, connection, False, None, False, 0, 10, (), added)
+        if output == "json":
+            text = b',"latency_ms":null,"tls":false,"notes":[],"file":null,"tree":{}}'
+            at = text.index(b"[")
+            prepared: tuple[Any, ...] = (Piece(ring, *ring.put(text)), b',"frame":1,"time":0,"stream":',
+                                         b',"src":"a","dst":"b","pair":', 0, at, at + 2)
+        else:
+            text = b" line of message %d\n" % number
+            prepared = (Piece(ring, *ring.put(text)), 0, len(text) - 1, len(text) - 1)
+        sink.write(message, prepared)
+    waiting = [chunk for chunk in sink.chunks if isinstance(chunk, Piece)]
+    assert all(piece.start >= ring.written.value for piece in waiting)  # none the worker may write over
+    sink.flush(through=True)
+    written = out.buffer.getvalue()  # type: ignore[attr-defined]
+    assert written.count(b"given by the merge") == 1 and written.index(b"1") < written.index(b"given by")
