@@ -129,18 +129,11 @@ light_link(LightObject *self, PyObject *response)
 static PyObject *
 light_pair_number(LightObject *self, void *closure)
 {
-    if (self->is_request == NULL || self->pair == NULL || self->asked == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "Light has no pair");
+    if (self->asked == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "Light has no _asked");
         return NULL;
     }
-    int truth = PyObject_IsTrue(self->is_request);
-    if (truth < 0)
-        return NULL;
-    if (!truth)
-        return Py_NewRef(self->asked);
-    if (self->pair == Py_None)
-        Py_RETURN_NONE;
-    return PyObject_GetAttrString(self->pair, "number");
+    return Py_NewRef(self->asked);
 }
 
 static PyObject *
@@ -168,7 +161,7 @@ static PyMemberDef light_members[] = {
 
 static PyGetSetDef light_getset[] = {
     {"frame", light_frame, NULL, "Itself: what pairing reads of a frame is its own.", NULL},
-    {"pair_number", (getter)light_pair_number, NULL, "As Message.pair_number.", NULL},
+    {"pair_number", (getter)light_pair_number, NULL, "As light.Light.pair_number.", NULL},
     {NULL},
 };
 
@@ -461,12 +454,23 @@ size_of(LightObject *message, long long *size)
     return *size == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* (message, prepared.pop(message.number, None)) appended to `released`. */
+/* (message, prepared.pop(message.number, None)) appended to `released`; a request knows
+ * the number of its response so far (light.Lights._released). */
 static int
 release(LightsObject *self, LightObject *message, PyObject *released)
 {
-    if (FIELD(message, number) == NULL)
+    if (FIELD(message, number) == NULL || FIELD(message, is_request) == NULL || FIELD(message, pair) == NULL)
         return -1;
+    int truth = PyObject_IsTrue(message->is_request);
+    if (truth < 0)
+        return -1;
+    if (truth) {
+        PyObject *asked = message->pair == Py_None ? Py_NewRef(Py_None)
+            : PyObject_GetAttrString(message->pair, "number");
+        if (asked == NULL)
+            return -1;
+        Py_XSETREF(message->asked, asked);
+    }
     PyObject *ready = pop_from(self->prepared, message->number);
     if (ready == NULL)
         return -1;

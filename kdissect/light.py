@@ -20,7 +20,7 @@ it mirrors): in a replay of a merge of 27,132 messages, 1.9 µs a message rather
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kdissect.ingest.framing import Connection
@@ -51,7 +51,9 @@ class Light:
         self.correlation_id, self.expects_response = correlation_id, expects_response
         self.last_ns, self.size, self.frame_notes, self.notes = last_ns, size, frame_notes, notes
         self._pair: Light | None = None  # a request's response
-        self._asked: int | None = None  # a response's request's number (the request itself is not needed)
+        # its pair's number: a response's request's once paired (the request itself is not
+        # needed), a request's response's once released (`Lights`): what JSON writes
+        self._asked: int | None = None
 
     @property
     def frame(self) -> Light:
@@ -59,9 +61,8 @@ class Light:
 
     @property
     def pair_number(self) -> int | None:
-        """As `Message.pair_number`."""
-        if self.is_request:
-            return None if self._pair is None else self._pair.number
+        """As `Message.pair_number` when the message is written: at its release, where one
+        process writes it (a request's response may come, and pair, after it was released)."""
         return self._asked
 
     def link(self, response: Light) -> None:
@@ -259,14 +260,23 @@ class Lights:
     def one(self, light: Light) -> Released:
         """A Light paired and held; what it releases."""
         self.add(light)  # type: ignore[arg-type]
-        prepared = self.prepared
-        return [(message, prepared.pop(message.number, None))
-                for message in self.sequencer.push(light)]  # type: ignore[arg-type]
+        return self._released(self.sequencer.push(light))  # type: ignore[arg-type]
 
     def finish(self) -> Released:
         """Every Light still held, released at the capture's end."""
+        return self._released(self.sequencer.finish())  # type: ignore[arg-type]
+
+    def _released(self, messages: Iterable[Light]) -> Released:
+        """Each message released with what `prepare` made of it; a request knows the number
+        of its response so far (`Light.pair_number`)."""
         prepared = self.prepared
-        return [(message, prepared.pop(message.number, None)) for message in self.sequencer.finish()]
+        released = []
+        for message in messages:
+            if message.is_request:
+                pair = message._pair
+                message._asked = None if pair is None else pair.number
+            released.append((message, prepared.pop(message.number, None)))
+        return released
 
 
 def _rest(worker: int, batch: _Batch | None, batches: Iterator[tuple[str, Any]],

@@ -4,6 +4,7 @@ one and against `heapq.merge` of their keys (what the merge does without them)."
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import random
 from typing import Any
@@ -12,7 +13,8 @@ import pytest
 
 from kdissect import notes
 from kdissect.ingest.framing import Connection
-from kdissect.light import Columns, Light, Lights, merged, received
+from kdissect.light import Columns, Light, Lights, made, merged, received
+from kdissect.pair.pairing import Pairer, Sequencer
 from kdissect.spool import Ring, read_all
 
 pytest.importorskip("numpy")
@@ -334,7 +336,7 @@ def test_a_light_in_c_is_a_light() -> None:
         answer = kind(9, connection, False, 12, False, 10**20 + 1, 5, (), [])
         light.link(answer)
         light.notes.append(notes.note("later"))
-        assert light._pair is answer and light.pair_number == 9 and answer.pair_number == 7
+        assert light._pair is answer and answer.pair_number == 7  # a request's, once released
         assert [note.message for note in light.all_notes()] == ["cut", "odd", "later"]
         light.number = 8
     python, native_light = made
@@ -343,3 +345,49 @@ def test_a_light_in_c_is_a_light() -> None:
         assert getattr(native_light, name) == getattr(python, name)
     with pytest.raises(AttributeError):
         native_light.file  # noqa: B018  # as the Python's slots: nothing else
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_message_shows_its_pair_as_it_stood_when_released(seed: int) -> None:
+    """One process writes a message as soon as pairing releases it: a request released
+    before its answer came (the hold limits) shows no pair, though its response pairs with
+    it later. The merge releases a round's messages at once, after the whole round: each
+    shows its pair as it stood when it was released, in C as in the Python."""
+    rng = random.Random(500 + seed)
+    streams = [conversation(rng, worker, 400, None) for worker in range(2)]
+    payloads = [batched(events, rng) for events in streams]
+    hold = {"hold_seconds": 5.0} if seed % 2 else {"hold_seconds": 0.0025, "hold_messages": 3}
+    connections: dict[tuple[int, int], Connection] = {}
+    pairer, sequencer = Pairer(), Sequencer(**hold)
+    expected = []
+    number = 0
+    for worker, what, event in reference(streams):  # one by one, each written when released
+        if what == "open":
+            connections[worker, event[0]] = Connection(len(connections), event[1], event[2], event[3])
+        if what != "light":
+            continue
+        number += 1
+        light = made(number, worker, event, connections, None, {})
+        pairer.add(light)  # type: ignore[arg-type]
+        for message in sequencer.push(light):  # type: ignore[arg-type]
+            expected.append(written(message))
+    expected += [written(message) for message in sequencer.finish()]
+    # requests released unanswered whose response came, and paired with them, later
+    answered = {pair for _number, pair, is_request in expected if not is_request}
+    assert any(is_request and pair is None and number in answered for number, pair, is_request in expected)
+    kinds = [Lights]
+    with contextlib.suppress(ImportError):
+        from kdissect._light_c import Lights as CLights
+
+        kinds.append(CLights)
+    for kind in kinds:
+        found = [(entry[0], entry[8], entry[1]) for entry in paired_run(kind, payloads, None, **hold)
+                 if isinstance(entry[0], int) and not isinstance(entry[1], str)]
+        assert found == expected, kind
+
+
+def written(message: Any) -> tuple[int, int | None, bool]:
+    """A message's number, its pair's as one process writes it at once, and its direction."""
+    if message.is_request:
+        return message.number, None if message._pair is None else message._pair.number, True
+    return message.number, message._asked, False
