@@ -79,7 +79,12 @@ class CaptureTime(float):
 
 def notes_json(notes: list[Note]) -> str:
     """Notes as a message's JSON has them (ASCII)."""
-    return ascii_json(_dumps([note_record(note) for note in notes]).decode()) if notes else "[]"
+    return ascii_json(_notes_text(notes))
+
+
+def _notes_text(notes: list[Note]) -> str:
+    """Notes as JSON (wire text not yet ASCII)."""
+    return _dumps([note_record(note) for note in notes]).decode() if notes else "[]"
 
 
 def note_record(note: Note) -> dict[str, Any]:
@@ -157,7 +162,7 @@ def message_head_json(message: Message) -> str:
             f'"length":{_int(message.length)},"pair":{"null" if pair is None else _int(pair.number)},'
             f'"latency_ms":{"null" if latency is None else _dumps(round(latency * 1000.0, 6)).decode()},'
             f'"tls":{_dumps(connection.tls).decode()},'
-            f'"notes":{_dumps([note_record(n) for n in notes]).decode() if notes else "[]"},'
+            f'"notes":{_notes_text(notes)},'
             f'"file":{_text(message.file)}')
 
 
