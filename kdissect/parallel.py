@@ -1024,10 +1024,9 @@ class _Worker:
             self.pairer.add(message)
             if self.prepare is not None:
                 ready = self.prepare(message)
-                size = len(ready[0])
                 if self.light:  # its text, which ends a batch at LIGHT_BATCH_BYTES
-                    self.batch_text += size
-                if self.ring is not None and size >= SPOOLED_BYTES:
+                    self.batch_text += len(ready[0])
+                if self.ring is not None and len(ready[0]) >= SPOOLED_BYTES:
                     ready = (self.ring.put(ready[0]), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)
