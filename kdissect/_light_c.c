@@ -14,10 +14,17 @@
 #include <Python.h>
 #include <math.h>
 #include "structmember.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
 
 /* From pairing.py and spool.py, when this module is imported. */
 static PyObject *piece_type, *ordered_dict, *duplicate, *missing, *out_of_order, *overdue, *unanswered;
 static PyObject *str_index, *str_popitem, *default_hold_seconds, *default_hold_messages, *default_hold_bytes;
+static PyObject *str_memory, *str_size, *str_ring, *str_start, *str_length, *str_notes, *str_number;
+static long long header_bytes; /* spool.HEADER_BYTES: the ring's header before its bytes */
 static Py_ssize_t pairer_hold; /* pairing.HOLD_MESSAGES: requests kept in flight per connection */
 
 /* --- Light ------------------------------------------------------------------------ */
@@ -797,15 +804,264 @@ imported(const char *module, const char *name)
     return value;
 }
 
+/* --- write_texts ------------------------------------------------------------------- */
+
+/* light.write_texts in C: the released messages' text, each its number then what its worker
+ * made (bytes, or a spool.Piece of its ring), written with writev straight from the rings,
+ * TEXT_IOV buffers at a time (spool.IOV_MAX), up to the first message that needs Python. */
+
+#define TEXT_IOV 1024
+#define NUMBER_BYTES 24
+
+typedef struct {
+    PyObject *ring;     /* a reference: the ring a piece lies in */
+    Py_buffer memory;   /* the ring's memory: its header (spool.HEADER_BYTES), then its bytes */
+    long long size, end; /* its size; how far the pieces given to writev reach (-1: none) */
+} RingSeen;
+
+typedef struct {
+    struct iovec iov[TEXT_IOV];
+    char numbers[TEXT_IOV / 2][NUMBER_BYTES];
+    int count, numbers_used, rings_count;
+    RingSeen rings[64];
+} TextWriter;
+
+/* `number` as b"%6d" % number gives it; its length. */
+static int
+number_text(char *out, long long number)
+{
+    char digits[NUMBER_BYTES];
+    int count = 0;
+    unsigned long long left = number < 0 ? 0ULL - (unsigned long long)number : (unsigned long long)number;
+    do {
+        digits[count++] = (char)('0' + left % 10);
+        left /= 10;
+    } while (left);
+    if (number < 0)
+        digits[count++] = '-';
+    int pad = count < 6 ? 6 - count : 0;
+    memset(out, ' ', pad);
+    for (int i = 0; i < count; i++)
+        out[pad + i] = digits[count - 1 - i];
+    return pad + count;
+}
+
+/* The buffers so far written whole; then each ring marked written up to its pieces' end. */
+static int
+text_flush(TextWriter *writer, int fd)
+{
+    struct iovec *iov = writer->iov;
+    int count = writer->count;
+    while (count > 0) {
+        ssize_t sent;
+        Py_BEGIN_ALLOW_THREADS
+        sent = writev(fd, iov, count);
+        Py_END_ALLOW_THREADS
+        if (sent < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0)
+                    return -1;
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        int nothing = sent == 0;
+        while (count > 0 && (size_t)sent >= iov->iov_len) {
+            sent -= (ssize_t)iov->iov_len;
+            iov++;
+            count--;
+        }
+        if (count > 0) {
+            if (nothing) { /* no progress: said, not tried for ever */
+                PyErr_SetString(PyExc_OSError, "the output took no bytes");
+                return -1;
+            }
+            iov->iov_base = (char *)iov->iov_base + sent;
+            iov->iov_len -= (size_t)sent;
+        }
+    }
+    writer->count = writer->numbers_used = 0;
+    for (int i = 0; i < writer->rings_count; i++) {
+        RingSeen *seen = &writer->rings[i];
+        if (seen->end >= 0)
+            __atomic_store_n((int64_t *)seen->memory.buf, (int64_t)seen->end, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
+
+/* Where `ring` is among those seen (added, its memory taken, the first time); NULL on error. */
+static RingSeen *
+ring_seen(TextWriter *writer, PyObject *ring)
+{
+    for (int i = 0; i < writer->rings_count; i++)
+        if (writer->rings[i].ring == ring)
+            return &writer->rings[i];
+    if (writer->rings_count == (int)(sizeof(writer->rings) / sizeof(writer->rings[0]))) {
+        PyErr_SetString(PyExc_ValueError, "more rings than workers");
+        return NULL;
+    }
+    RingSeen *seen = &writer->rings[writer->rings_count];
+    PyObject *memory = PyObject_GetAttr(ring, str_memory), *size = NULL;
+    if (memory == NULL)
+        return NULL;
+    int failed = PyObject_GetBuffer(memory, &seen->memory, PyBUF_WRITABLE);
+    Py_DECREF(memory);
+    if (failed)
+        return NULL;
+    if ((size = PyObject_GetAttr(ring, str_size)) == NULL || (seen->size = PyLong_AsLongLong(size)) < 0
+        || seen->size + header_bytes > seen->memory.len || ((uintptr_t)seen->memory.buf & 7)) {
+        Py_XDECREF(size);
+        PyBuffer_Release(&seen->memory);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a ring larger than its memory");
+        return NULL;
+    }
+    Py_DECREF(size);
+    seen->ring = Py_NewRef(ring);
+    seen->end = -1;
+    writer->rings_count++;
+    return seen;
+}
+
+/* A piece's bytes in its ring (`base`, `length`); 0, or -1 on error. */
+static int
+piece_bytes(TextWriter *writer, PyObject *piece, const char **base, Py_ssize_t *length)
+{
+    PyObject *ring = PyObject_GetAttr(piece, str_ring), *start = NULL, *size = NULL;
+    RingSeen *seen = ring == NULL ? NULL : ring_seen(writer, ring);
+    Py_XDECREF(ring);
+    if (seen == NULL || (start = PyObject_GetAttr(piece, str_start)) == NULL
+        || (size = PyObject_GetAttr(piece, str_length)) == NULL) {
+        Py_XDECREF(start);
+        return -1;
+    }
+    long long from = PyLong_AsLongLong(start), count = PyLong_AsLongLong(size);
+    Py_DECREF(start);
+    Py_DECREF(size);
+    if (PyErr_Occurred())
+        return -1;
+    long long at = from % seen->size;
+    if (from < 0 || count < 0 || at + count > seen->size) {
+        PyErr_SetString(PyExc_ValueError, "a piece beyond its ring");
+        return -1;
+    }
+    *base = (const char *)seen->memory.buf + header_bytes + at;
+    *length = (Py_ssize_t)count;
+    seen->end = from + count;
+    return 0;
+}
+
+/* Whether message `message` (a Light, or any object with `notes` and `number`) with
+ * `prepared` is written here: 1 with its number, 0 if Python writes it, -1 on error. */
+static int
+written_here(PyObject *message, PyObject *prepared, long long *number)
+{
+    if (!PyTuple_CheckExact(prepared) || PyTuple_GET_SIZE(prepared) != 4)
+        return 0;
+    PyObject *tail = PyTuple_GET_ITEM(prepared, 0), *wanted = PyTuple_GET_ITEM(prepared, 1);
+    if (!(PyBytes_CheckExact(tail) || Py_IS_TYPE(tail, (PyTypeObject *)piece_type)) || !PyLong_CheckExact(wanted))
+        return 0;
+    PyObject *notes, *value;
+    if (Py_IS_TYPE(message, &LightType)) {
+        notes = Py_NewRef(((LightObject *)message)->notes);
+        value = Py_NewRef(((LightObject *)message)->number);
+    } else {
+        if ((notes = PyObject_GetAttr(message, str_notes)) == NULL)
+            return -1;
+        if ((value = PyObject_GetAttr(message, str_number)) == NULL) {
+            Py_DECREF(notes);
+            return -1;
+        }
+    }
+    Py_ssize_t have = PyObject_Size(notes);
+    Py_DECREF(notes);
+    int overflow = 0;
+    long long count = PyLong_AsLongLongAndOverflow(wanted, &overflow);
+    *number = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : (overflow = 1, 0);
+    Py_DECREF(value);
+    if (have < 0 || PyErr_Occurred())
+        return -1;
+    return !overflow && count == (long long)have;
+}
+
+static PyObject *
+write_texts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "write_texts(fd, released: list, start)");
+        return NULL;
+    }
+    long fd = PyLong_AsLong(args[0]);
+    Py_ssize_t index = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (fd < 0 || fd > INT_MAX || index < 0) {
+        PyErr_SetString(PyExc_ValueError, "a file descriptor and a start of 0 or more");
+        return NULL;
+    }
+    TextWriter *writer = PyMem_Calloc(1, sizeof(TextWriter));
+    if (writer == NULL)
+        return PyErr_NoMemory();
+    PyObject *released = args[1];
+    int failed = 0;
+    for (; index < PyList_GET_SIZE(released); index++) {
+        PyObject *item = PyList_GET_ITEM(released, index);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2)
+            break;
+        PyObject *prepared = PyTuple_GET_ITEM(item, 1);
+        long long number;
+        int here = written_here(PyTuple_GET_ITEM(item, 0), prepared, &number);
+        if (here <= 0) {
+            failed = here < 0;
+            break;
+        }
+        if (writer->count + 2 > TEXT_IOV && text_flush(writer, (int)fd) < 0) {
+            failed = 1;
+            break;
+        }
+        PyObject *tail = PyTuple_GET_ITEM(prepared, 0);
+        const char *base;
+        Py_ssize_t length;
+        if (PyBytes_CheckExact(tail)) {
+            base = PyBytes_AS_STRING(tail);
+            length = PyBytes_GET_SIZE(tail);
+        } else if (piece_bytes(writer, tail, &base, &length) < 0) {
+            failed = 1;
+            break;
+        }
+        char *text = writer->numbers[writer->numbers_used++];
+        writer->iov[writer->count].iov_base = text;
+        writer->iov[writer->count++].iov_len = (size_t)number_text(text, number);
+        writer->iov[writer->count].iov_base = (void *)base;
+        writer->iov[writer->count++].iov_len = (size_t)length;
+    }
+    if (!failed && writer->count)
+        failed = text_flush(writer, (int)fd) < 0;
+    for (int i = 0; i < writer->rings_count; i++) {
+        PyBuffer_Release(&writer->rings[i].memory);
+        Py_DECREF(writer->rings[i].ring);
+    }
+    PyMem_Free(writer);
+    return failed ? NULL : PyLong_FromSsize_t(index);
+}
+
+static PyMethodDef module_methods[] = {
+    {"write_texts", (PyCFunction)(void (*)(void))write_texts, METH_FASTCALL,
+     "write_texts(fd, released, start): light.write_texts, in C"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "kdissect._light_c",
-    "The parent's side of a light merge of `kdissect.light` in C (optional).", -1, NULL,
+    "The parent's side of a light merge of `kdissect.light` in C (optional).", -1, module_methods,
 };
 
 PyMODINIT_FUNC
 PyInit__light_c(void)
 {
     const char *pairing = "kdissect.pair.pairing";
+    PyObject *header;
     if ((piece_type = imported("kdissect.spool", "Piece")) == NULL
         || (ordered_dict = imported("collections", "OrderedDict")) == NULL
         || (duplicate = imported(pairing, "_duplicate")) == NULL || (missing = imported(pairing, "_missing")) == NULL
@@ -815,8 +1071,18 @@ PyInit__light_c(void)
         || (default_hold_messages = imported(pairing, "HOLD_MESSAGES")) == NULL
         || (default_hold_bytes = imported(pairing, "HOLD_BYTES")) == NULL
         || (str_index = PyUnicode_InternFromString("index")) == NULL
-        || (str_popitem = PyUnicode_InternFromString("popitem")) == NULL)
+        || (str_popitem = PyUnicode_InternFromString("popitem")) == NULL
+        || (str_memory = PyUnicode_InternFromString("memory")) == NULL
+        || (str_size = PyUnicode_InternFromString("size")) == NULL
+        || (str_ring = PyUnicode_InternFromString("ring")) == NULL
+        || (str_start = PyUnicode_InternFromString("start")) == NULL
+        || (str_length = PyUnicode_InternFromString("length")) == NULL
+        || (str_notes = PyUnicode_InternFromString("notes")) == NULL
+        || (str_number = PyUnicode_InternFromString("number")) == NULL
+        || (header = imported("kdissect.spool", "HEADER_BYTES")) == NULL)
         return NULL;
+    header_bytes = PyLong_AsLongLong(header);
+    Py_DECREF(header);
     pairer_hold = PyLong_AsSsize_t(default_hold_messages);
     if (PyErr_Occurred() || PyType_Ready(&LightType) < 0 || PyType_Ready(&LightsType) < 0)
         return NULL;

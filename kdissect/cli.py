@@ -307,7 +307,11 @@ def _list(args: argparse.Namespace, keep: Callable[[Message], bool], sink: _Sink
         clock = CaptureClock()
         sink.begin(clock)
         sink.prompt = sink.prompt or _live_input(paths)
-        for found in _messages(paths, args, clock, sink.prepare, functools.partial(sink.flush, through=True)):
+        # Where every message is written and none is looked at here, `--jobs` hands them to
+        # the sink a round of its merge at a time, to be written at once (`write_released`).
+        hand = None if see or selected or args.count or sink.prompt else sink.write_released
+        for found in _messages(paths, args, clock, sink.prepare, functools.partial(sink.flush, through=True),
+                               released=hand):
             if found is None:
                 status = EXIT_USAGE
                 unreadable += 1
@@ -342,16 +346,18 @@ def _live_input(paths: list[str]) -> bool:
 
 def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
               prepare: Prepare | None = None, before_note: Callable[[], None] | None = None,
+              *, released: Callable[[list[tuple[Message, Any]]], None] | None = None,
               ) -> Iterator[tuple[Message, Any] | None]:
     """The messages of the captures in `paths`, read as one capture merged by packet time,
     each with what `prepare` made of it (on a worker process with --jobs), else None.
 
     A None is yielded for each file that could not be read (after its one-line
-    message); the other files are still read.
+    message); the other files are still read. `released`, if given, may be handed the
+    messages of `--jobs` a list at a time, in their place (`parallel.read_messages`).
     """
     jobs = _jobs(paths, args)
     if jobs > 1:
-        yield from _parallel_messages(paths, args, clock, prepare, jobs, before_note)
+        yield from _parallel_messages(paths, args, clock, prepare, jobs, before_note, released=released)
         return
     opened = [(path, _open_capture(path)) for path in paths]
     readable = [(path, stream) for path, stream in opened if stream is not None]
@@ -401,6 +407,7 @@ def _jobs(paths: list[str], args: argparse.Namespace) -> int:
 
 def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
                        prepare: Prepare | None, jobs: int, before_note: Callable[[], None] | None = None,
+                       *, released: Callable[[list[tuple[Message, Any]]], None] | None = None,
                        ) -> Iterator[tuple[Message, Any] | None]:
     """`_messages` on `jobs` worker processes (files that cannot be opened are left out first)."""
     from kdissect.parallel import read_messages as read_in_parallel  # a WorkerError is internal
@@ -442,7 +449,7 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
                                         report=problems, unreadable=unreadable, clock=clock,
                                         show_secrets=args.show_secrets, prepare=prepare,
                                         preload=getattr(prepare, "preload", ()),
-                                        progress=None if bar is None else bar.reach)
+                                        progress=None if bar is None else bar.reach, released=released)
     except CaptureError as exc:
         _warn(f"{readable[0]}: {exc}")
         yield None
@@ -550,6 +557,14 @@ class _Sink:
 
     def write(self, message: Message, prepared: Any = None) -> None:
         raise NotImplementedError
+
+    def write_released(self, released: list[tuple[Message, Any]]) -> None:
+        """Messages as the merge of `--jobs` releases them, a round at a time, each with what
+        its worker made of it: written as `write` writes each (`_list` hands them so when
+        nothing else must see each message)."""
+        write = self.write
+        for message, prepared in released:
+            write(message, prepared)
 
     def flush(self, *, through: bool = False) -> None:
         """Write out what is still held (at the end, on the way out after an error, and,
@@ -694,6 +709,28 @@ class _TextSink(_Sink):
 
     def _write_chunks(self) -> None:
         self.bytes_out = _write_bytes(self.out, self.chunks, self.bytes_out)
+
+    def write_released(self, released: list[tuple[Message, Any]]) -> None:
+        """As `_Sink.write_released`, the texts the workers made written straight to the
+        output's file descriptor (`light.texts_written`: in C where it is built), each message
+        that needs more (notes pairing gave it, no text) by `write` in its place."""
+        try:
+            fd = self.out.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = -1
+        if fd < 0 or self.prompt or not hasattr(os, "writev"):
+            super().write_released(released)
+            return
+        from kdissect.light import texts_written
+
+        at, count = 0, len(released)
+        while at < count:
+            self.flush()  # what is held (summary lines, chunks), first
+            self.out.flush()
+            at = texts_written(fd, released, at)
+            if at < count:
+                self.write(*released[at])
+                at += 1
 
     # The time column, as tshark's -t r, a/ad and d (delta displayed) print it, from the
     # capture's integer nanoseconds.

@@ -27,7 +27,7 @@ from kdissect.ingest.framing import Connection
 from kdissect.native import native_or
 from kdissect.notes import Note
 from kdissect.pair.pairing import HOLD_BYTES, HOLD_MESSAGES, HOLD_SECONDS, Pairer, Sequencer
-from kdissect.spool import Piece, Ring
+from kdissect.spool import Piece, Ring, write_items
 
 Key = tuple[int, int, int, int, int]  # where an event goes in one process's order (`kdissect.parallel`)
 Event = tuple[Key, str, Any]  # (key, what, event): a worker's event as `kdissect.parallel` sends it
@@ -279,6 +279,34 @@ class Lights:
         return released
 
 
+def number_text(number: int) -> bytes:
+    """What starts a message's text: its number in the capture, as one process writes it."""
+    return b"%6d" % number
+
+
+def write_texts(fd: int, released: Released, start: int) -> int:
+    """The text of the messages `released` from `start` on, each its number then the text its
+    worker made (`cli._TextLines`: bytes, or a `Piece` of the worker's ring), written to file
+    descriptor `fd` (`spool.write_items`), up to the first message that needs more: one whose
+    prepared text is not such a (text, notes, cut, end) tuple, or whose notes are not as many
+    as when its worker made its text (pairing in capture order gave it others). Its index
+    (the list's length when there is none); the caller writes it, then the rest from after it.
+
+    The reference of `_light_c.write_texts` (`texts_written`), which does the same in C."""
+    items: list[Any] = []
+    stop = len(released)
+    for index in range(start, len(released)):
+        message, prepared = released[index]
+        if type(prepared) is not tuple or len(prepared) != 4 or prepared[1] != len(message.notes) \
+                or not (type(prepared[0]) is bytes or type(prepared[0]) is Piece):
+            stop = index
+            break
+        items += (number_text(message.number), prepared[0])
+    if items:
+        write_items(fd, items)
+    return stop
+
+
 def _rest(worker: int, batch: _Batch | None, batches: Iterator[tuple[str, Any]],
           came: tuple[str, Any] | None) -> Iterator[Placed]:
     """A worker's events not merged yet, one by one: what is left of its batch, then `came`
@@ -304,3 +332,5 @@ def _events(kind: str, payload: Any) -> list[Event]:
 # What pairs a merge's Lights: `_light_c.Lights` where it is built (its Lights, of its own
 # `Light` type, are made by it), else `Lights` (`kdissect.native`).
 new_lights: type[Lights] = native_or("kdissect._light_c", "Lights", Lights)
+# What writes the released messages' text (`write_texts`): in C where it is built.
+texts_written: Callable[[int, Released, int], int] = native_or("kdissect._light_c", "write_texts", write_texts)

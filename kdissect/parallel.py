@@ -249,6 +249,7 @@ def read_messages(
     finish: Finish | None = None,
     finished: Callable[[Finished], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    released: Callable[[list[tuple[Message, Any]]], None] | None = None,
 ) -> Iterator[tuple[Message, Any]]:
     """`pipeline.read_messages` on `jobs` worker processes: (message, prepared) pairs.
 
@@ -264,6 +265,10 @@ def read_messages(
 
     `progress`, when given, hears how far the merge has come, in bytes of packet records
     read (`RECORD_OVERHEAD` counted for each record's header), once per batch merged.
+
+    `released`, when given, is handed the messages of a light merge (`kdissect.light`) as
+    it releases them, a list of pairs at a time (never an empty one), rather than the
+    pairs being yielded one after another.
     """
     if not 1 < jobs <= MAX_JOBS:
         raise ValueError(f"jobs must be 2 to {MAX_JOBS} here, not {jobs}")
@@ -280,7 +285,7 @@ def read_messages(
     try:
         prepared: dict[int, Any] = {}
         merged = _Merge(team, report, unreadable, clock, prepared, keep_numbers=finish is not None)
-        yield from merged.paired()
+        yield from merged.paired(released)
         merged.finish(options)
         if os.environ.get("KDISSECT_JOBS_CPU"):  # for benchmarks: CPU seconds of every process
             workers = ", ".join(f"{s.get('cpu', 0.0):.2f}" for s in team.summaries)
@@ -661,9 +666,10 @@ class _Merge:
         # per worker, with keep_numbers: the number of each message it sent, in its order
         self.numbers: list[list[int]] = [[] for _ in team.pipes] if keep_numbers else []
 
-    def paired(self) -> Iterator[tuple[Message, Any]]:
+    def paired(self, released: Callable[[list[tuple[Message, Any]]], None] | None = None,
+               ) -> Iterator[tuple[Message, Any]]:
         """The messages, numbered, paired and in capture order (`pair_messages`), each with
-        what `prepare` made of it."""
+        what `prepare` made of it; a light merge's handed to `released`, if given, as lists."""
         team, prepared = self.team, self.prepared
         if not (team.light and not self.numbers):
             for message in pair_messages(self.messages()):
@@ -677,10 +683,10 @@ class _Merge:
             if type(item) is tuple:  # a batch that is not "lights": one by one from here on
                 streams, number = item
                 for light in self.messages(streams, number, lights.made):
-                    yield from lights.one(light)  # type: ignore[arg-type]  # a Light, as a Message
+                    yield from _handed(lights.one(light), released)  # type: ignore[arg-type]
                 break
-            yield from item  # type: ignore[misc]  # (a Light, as a Message; what prepare made of it)
-        yield from lights.finish()
+            yield from _handed(item, released)  # type: ignore[arg-type]
+        yield from _handed(lights.finish(), released)
 
     def messages(self, streams: Sequence[Iterable[tuple[Key, int, str, Any]]] | None = None, number: int = 0,
                  light: Callable[..., Any] | None = None) -> Iterator[Message]:
@@ -1235,6 +1241,17 @@ def _plain_tcp(data: bytes) -> bool:
     start = 34 + (data_offset >> 4) * 4
     return (ethertype == 0x0800 and version_length == 0x45 and protocol == 6 and not fragment & 0x3FFF
             and data_offset >= 0x50 and start <= 14 + total and start <= len(data))
+
+
+def _handed(released: list[tuple[Any, Any]], hand: Callable[[list[tuple[Any, Any]]], None] | None,
+            ) -> list[tuple[Any, Any]]:
+    """Messages released (a Light, as a Message; what prepare made of it): handed to `hand`
+    as one list (unless empty), if given, and none left to yield; else all of them."""
+    if hand is None:
+        return released
+    if released:
+        hand(released)
+    return []
 
 
 def _compact(batch: Batch) -> Kept:

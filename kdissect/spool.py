@@ -117,29 +117,36 @@ class SpooledOutput:
             out.write(b"".join([read_all(item) for item in items]))
             return
         out.flush()  # what was written before, first
-        fd = out.fileno()
-        buffers: list[Any] = []
-        append = buffers.append
-        total = 0  # the bytes in `buffers`
-        ends: dict[Ring, int] = {}  # how far each ring is written out
-        for item in items:
-            if type(item) is bytes:
-                append(item)
-                total += len(item)
-            else:
-                ring, start, length = item.ring, item.start, item.length  # type: ignore[union-attr]
-                at = start % ring.size
-                append(ring.view[at:at + length])
-                total += length
-                ends[ring] = start + length
-            if len(buffers) == IOV_MAX:
-                _write_all(writev, fd, buffers, total)
-                buffers, total = [], 0
-                append = buffers.append
-        if buffers:
+        write_items(out.fileno(), items, writev)
+
+
+def write_items(fd: int, items: Iterable[bytes | Piece], writev: Any = None) -> None:
+    """`items` (bytes and `Piece`s) written in order to file descriptor `fd`, straight from
+    the rings, IOV_MAX at a time (with `writev`, `os.writev` by default); each ring then
+    marked written up to its last piece's end."""
+    writev = writev or os.writev
+    buffers: list[Any] = []
+    append = buffers.append
+    total = 0  # the bytes in `buffers`
+    ends: dict[Ring, int] = {}  # how far each ring is written out
+    for item in items:
+        if type(item) is bytes:
+            append(item)
+            total += len(item)
+        else:
+            ring, start, length = item.ring, item.start, item.length  # type: ignore[union-attr]
+            at = start % ring.size
+            append(ring.view[at:at + length])
+            total += length
+            ends[ring] = start + length
+        if len(buffers) == IOV_MAX:
             _write_all(writev, fd, buffers, total)
-        for ring, end in ends.items():
-            ring.written.value = end
+            buffers, total = [], 0
+            append = buffers.append
+    if buffers:
+        _write_all(writev, fd, buffers, total)
+    for ring, end in ends.items():
+        ring.written.value = end
 
 
 def _write_all(writev: Any, fd: int, buffers: list[Any], left: int) -> None:

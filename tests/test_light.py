@@ -15,7 +15,7 @@ from kdissect import notes
 from kdissect.ingest.framing import Connection
 from kdissect.light import Columns, Light, Lights, made, merged, received
 from kdissect.pair.pairing import Pairer, Sequencer
-from kdissect.spool import Ring, read_all
+from kdissect.spool import Piece, Ring, read_all
 
 pytest.importorskip("numpy")
 
@@ -391,3 +391,143 @@ def written(message: Any) -> tuple[int, int | None, bool]:
     if message.is_request:
         return message.number, None if message._pair is None else message._pair.number, True
     return message.number, message._asked, False
+
+
+# -- writing the released texts: `_light_c.write_texts` against `write_texts` ----------
+
+
+LATE = notes.warn("late", id="kafka.response_overdue")
+
+
+def released_texts(rng: random.Random, rings: list[Ring], light: type[Any], count: int) -> list[tuple[Any, Any]]:
+    """Messages as a merge releases them for the text output: each with its worker's text,
+    bytes or a place in its ring, and now and then one the Python must write (notes that
+    pairing gave it, no text, a text of another kind, a number of six places and more)."""
+    connection = Connection(1, "client", "server", False)
+    released = []
+    number = rng.randrange(1, 5) * 10 ** rng.choice((0, 4, 6))
+    for _ in range(count):
+        number += rng.randrange(1, 3)
+        found = [LATE] * rng.choice((0, 0, 0, 1, 2))
+        message = light(number, connection, rng.random() < 0.5, 7, True, 10 ** 18, 100, (), found)
+        text = bytes(rng.randrange(32, 127) for _ in range(rng.choice((0, 1, 40, 300, 5_000))))
+        ring = rng.choice(rings)
+        tail: Any = text
+        if len(text) > 100 and rng.random() < 0.7:
+            place = ring.put(text)
+            tail = place if type(place) is bytes else Piece(ring, *place)
+        kind = rng.random()
+        if kind < 0.02:
+            prepared: Any = None
+        elif kind < 0.04:
+            prepared = (tail, len(found), 0, 0, 0, 0)  # not the text output's
+        else:
+            prepared = (tail, len(found) + (rng.random() < 0.03), 0, 0)  # the notes differ: Python
+        released.append((message, prepared))
+    return released
+
+
+def texts_run(write: Any, released: list[tuple[Any, Any]], fd: int) -> list[int]:
+    """`released` written by `write`, a marker written for each message it leaves (with its
+    index); the indexes it left."""
+    import os
+
+    left, at = [], 0
+    while at < len(released):
+        at = write(fd, released, at)
+        if at < len(released):
+            os.write(fd, b"<%d>" % at)
+            left.append(at)
+            at += 1
+    return left
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_texts_in_c_are_written_as_the_python_writes_them(seed: int, tmp_path: Any) -> None:
+    """The same bytes to a file, the same messages left to the caller, the rings freed as
+    far: on lists of every size round the writev limit, texts in bytes and in two rings."""
+    from kdissect import light
+
+    write_c = pytest.importorskip("kdissect._light_c").write_texts
+    from kdissect._light_c import Light as CLight
+
+    rng = random.Random(700 + seed)
+    count = rng.choice((0, 1, 511, 512, 513, 1_500))
+    found = []
+    for write, kind in ((light.write_texts, Light), (write_c, CLight), (write_c, Light)):
+        rings = [Ring(1 << 20) for _ in range(2)]
+        released = released_texts(random.Random(seed), rings, kind, count)
+        path = tmp_path / f"out-{len(found)}"
+        with open(path, "wb") as out:
+            left = texts_run(write, released, out.fileno())
+        found.append((path.read_bytes(), left, [ring.written.value for ring in rings]))
+    assert found[1] == found[0]
+    assert found[2] == found[0]
+    expected = b"".join(b"%6d" % m.number + read_all(p[0]) if i not in found[0][1] else b"<%d>" % i
+                        for i, (m, p) in enumerate(released))
+    assert found[0][0] == expected
+
+
+def test_the_texts_in_c_go_whole_through_a_small_pipe() -> None:
+    """A pipe that takes a little at a time, the writing interrupted by a signal every
+    millisecond (writev then writes part of what it is given, or nothing): every byte comes
+    out, in order."""
+    import fcntl
+    import os
+    import signal
+    import threading
+    import time
+
+    write_c = pytest.importorskip("kdissect._light_c").write_texts
+    from kdissect._light_c import Light as CLight
+
+    rings = [Ring(1 << 20)]
+    released = [(m, (p[0], len(m.notes), 0, 0)) for m, p in released_texts(random.Random(3), rings, CLight, 800) if p]
+    expected = b"".join(b"%6d" % m.number + read_all(p[0]) for m, p in released)
+    reading, writing = os.pipe()
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(writing, 1031, 4096)  # F_SETPIPE_SZ: the least a pipe holds
+    got = bytearray()
+
+    def drain() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # the writer is interrupted
+        while chunk := os.read(reading, 1000):
+            got.extend(chunk)
+            time.sleep(0.0002)
+
+    alarms = []
+    before = signal.signal(signal.SIGALRM, lambda *_: alarms.append(1))
+    reader = threading.Thread(target=drain)
+    reader.start()
+    signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
+    try:
+        assert write_c(writing, released, 0) == len(released)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+        os.close(writing)
+        reader.join()
+        os.close(reading)
+    assert alarms  # the writing was interrupted
+    assert bytes(got) == expected
+    assert rings[0].written.value == rings[0].end
+
+
+def test_a_closed_output_is_an_error_not_a_crash() -> None:
+    import os
+
+    write_c = pytest.importorskip("kdissect._light_c").write_texts
+    from kdissect._light_c import Light as CLight
+
+    released = released_texts(random.Random(4), [Ring(1 << 16)], CLight, 5)
+    reading, writing = os.pipe()
+    os.close(reading)
+    try:
+        with pytest.raises(BrokenPipeError):
+            texts_run(write_c, released, writing)
+    finally:
+        os.close(writing)
+    with pytest.raises(TypeError):
+        write_c(1, tuple(released), 0)
+    with pytest.raises(ValueError):
+        write_c(-1, released, 0)

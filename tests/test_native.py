@@ -88,6 +88,7 @@ def test_ci_builds_and_tests_the_extensions() -> None:
     assert verbose_records._native_batch is not None
     assert capture._walk is not capture._record_heads
     assert light.new_lights is not light.Lights
+    assert light.texts_written is not light.write_texts
 
 
 # -- the two implementations on one stretch of records ---------------------------------
