@@ -7,6 +7,8 @@ is at hand, `optional=True` lets the install go on without them, pure Python.
 from setuptools import Extension, setup
 
 setup(ext_modules=[
+    # spool.Ring.put's copy: a worker's text (bytes, or an ASCII str as it is) into its ring
+    Extension("kdissect._spool_c", ["kdissect/_spool_c.c"], optional=True),
     # light.Lights and light.Light: the parent's merge of light batches, and pairing of it
     Extension("kdissect._light_c", ["kdissect/_light_c.c"], optional=True),
     # capture._record_heads: the walk over a classic pcap file's record headers; and

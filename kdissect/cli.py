@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     if not args.files:
         parser.error("the following arguments are required: FILE")
+    _tolerant_stdout()
     keep: Callable[[Message], bool] = _every
     if args.api is not None or args.filter:  # the filter's machinery only when there is one
         from kdissect.present.filter import FilterError, selector
@@ -745,6 +746,20 @@ class _TextSink(_Sink):
         return f"{since / 1e9:.6f}"
 
 
+_ASCII = "".join(map(chr, range(128)))
+
+
+def _writes_ascii(encoding: str) -> bool:
+    """Whether `encoding` writes ASCII as ASCII, alike wherever a text starts: where the
+    workers encode the text (or JSON) of their messages each by itself and the merge writes
+    ASCII bytes of its own between them. Not UTF-16 or 32 (a byte order mark before each
+    text), EBCDIC, UTF-7."""
+    try:
+        return _ASCII.encode(encoding) == _ASCII.encode("ascii")
+    except (LookupError, ValueError):
+        return False
+
+
 class _TextLines:
     """What a worker process makes of each message for the text output (--jobs): its whole
     text, as one process writes it and encoded as the output is, but for the number that
@@ -776,13 +791,16 @@ class _TextLines:
         self.warm_up = bool(args.verbose)  # the tree decodes every body (`kdissect.parallel.warm`)
         self.sink: _TextSink | None = None  # in the worker, writing to a string
         self.utf8 = codecs.lookup(encoding).name == "utf-8"  # which encodes piece by piece alike
+        # whether the encoding writes ASCII as ASCII: then an ASCII text goes on as a str, whose
+        # characters are its bytes (the worker copies them into its ring: `spool.Ring.put`)
+        self.ascii = _writes_ascii(encoding)
 
     @staticmethod
     def coding(out: IO[str], args: argparse.Namespace) -> tuple[str, str] | None:
         """The encoding and its errors handling of `out` when workers can make the text
         written to it (a text file over bytes), else None."""
         encoding = getattr(out, "encoding", None)
-        if (not hasattr(out, "buffer") or not isinstance(encoding, str)
+        if (not hasattr(out, "buffer") or not isinstance(encoding, str) or not _writes_ascii(encoding)
                 or args.info or args.filter or args.api is not None or args.time == "d"):
             return None
         return encoding, getattr(out, "errors", None) or "strict"
@@ -817,6 +835,8 @@ class _TextLines:
             return (line + "\n").encode(self.encoding, self.errors), notes, cut, end
         pieces = sink.pieces(message, line)
         text = "\n".join(pieces)
+        if text.isascii() and self.ascii:
+            return text, notes, cut, end  # type: ignore[return-value]  # its bytes (`Ring.put`)
         if text.isascii() or not self.utf8:
             return text.encode(self.encoding, self.errors), notes, cut, end
         return _encoded_pieces(pieces, self.encoding, self.errors), notes, cut, end
@@ -845,7 +865,8 @@ class _JsonLines:
     def coding(out: IO[str], args: argparse.Namespace) -> str | None:
         """The encoding of `out` when workers can make the JSON written to it, else None."""
         encoding = getattr(out, "encoding", None)
-        if not hasattr(out, "buffer") or not isinstance(encoding, str) or args.filter or args.api is not None:
+        if (not hasattr(out, "buffer") or not isinstance(encoding, str) or not _writes_ascii(encoding)
+                or args.filter or args.api is not None):
             return None
         return encoding
 
@@ -1061,6 +1082,14 @@ def message_json_with_tree(message: Message, tree: str) -> str:
     text: str = orjson.dumps(record).decode()
     text = text.replace('"time":0', f'"time":{time.exact()}', 1)
     return ascii_json(text[:-1]) + ',"tree":' + tree + "}"
+
+
+def _tolerant_stdout() -> None:
+    """What the output's encoding cannot write (a wire string's character, on an ASCII
+    terminal, say) is written escaped, as a backslash sequence, rather than ending the run."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            sys.stdout.reconfigure(errors="backslashreplace")
 
 
 def _silence_stdout() -> None:

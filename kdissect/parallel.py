@@ -809,6 +809,8 @@ class _Worker:
                  prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None) -> None:
         self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
         self.ring = ring  # where the text `prepare` makes goes (`Prepare`), with room
+        # a `prepare` whose text goes on in the rings may make an ASCII text a str (`spool.Ring.put`)
+        self.spooled = bool(getattr(prepare, "spooled", False))
         self.light = _light(prepare, options)  # frames go light, in "lights" batches (`kdissect.light`)
         self.kept: list[Message] = []  # with `finish`: every message of the share
         self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
@@ -1034,6 +1036,8 @@ class _Worker:
                     self.batch_text += len(ready[0])
                 if self.ring is not None and len(ready[0]) >= SPOOLED_BYTES:
                     ready = (self.ring.put(ready[0]), *ready[1:])
+                elif self.spooled and type(ready[0]) is str:  # an ASCII text: its bytes
+                    ready = (ready[0].encode("ascii"), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)
         if header is None:

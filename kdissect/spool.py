@@ -25,6 +25,8 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any
 
+from kdissect.native import native_or
+
 RING_BYTES = 128 * 1024 * 1024  # the workers' rings together (2 jobs: about what the parent reads ahead)
 HEADER_BYTES = 64  # before the ring: how far the merging process has written out
 
@@ -55,9 +57,10 @@ class Ring:
     def __reduce__(self) -> Any:
         raise TypeError("a Ring is shared with forked workers only")
 
-    def put(self, text: bytes) -> tuple[int, int] | bytes:
-        """In the worker: `text` copied into the ring, and where it lies (offset, length);
-        or `text` itself when the ring has no room for it now."""
+    def put(self, text: bytes | str) -> tuple[int, int] | bytes:
+        """In the worker: `text` (bytes, or a str of ASCII characters only, which are its
+        bytes) copied into the ring, and where it lies (offset, length); or its bytes when
+        the ring has no room for it now."""
         length, size = len(text), self.size
         start = self.end
         at = start % size
@@ -65,10 +68,23 @@ class Ring:
             start += size - at
             at = 0
         if start + length - self.written.value > size:
-            return text
-        self.view[at:at + length] = text
+            return text if isinstance(text, bytes) else text.encode("ascii")
+        _put(self.view, at, text)
         self.end = start + length
         return start, length
+
+
+def put(memory: Any, at: int, text: bytes | str) -> None:
+    """`text` (bytes, or a str of ASCII characters only) copied into the writable buffer
+    `memory` at `at`: the reference of `_spool_c.put`, which copies a str without encoding
+    it first, past the caches."""
+    data = text if isinstance(text, bytes) else text.encode("ascii")
+    if at < 0 or at + len(data) > len(memory):
+        raise ValueError("a text beyond the ring")
+    memory[at:at + len(data)] = data
+
+
+_put = native_or("kdissect._spool_c", "put", put)
 
 
 class Piece:

@@ -41,6 +41,60 @@ def test_a_ring_keeps_each_text_whole_and_takes_no_more_than_was_written_out() -
     assert read_all(b"sent as bytes") == b"sent as bytes"
 
 
+def test_an_ascii_str_goes_into_a_ring_as_its_bytes() -> None:
+    """A worker's text of ASCII characters only goes on as a str (`cli._TextLines`): the ring
+    holds its bytes, and has them back as bytes when it has no room for it."""
+    ring = Ring(100)
+    assert ring.put("a" * 60) == (0, 60)
+    assert bytes(ring.view[:60]) == b"a" * 60
+    assert ring.put("b" * 50) == b"b" * 50  # no room: its bytes, to go through the pipe
+    with pytest.raises((ValueError, UnicodeEncodeError)):
+        ring.put("é")
+
+
+@pytest.mark.parametrize("length", [0, 1, 15, 16, 17, 63, 64, 65, 4095, 4096, 4097, 4160, 70_001])
+@pytest.mark.parametrize("at", [0, 1, 7, 16, 33])
+def test_the_copy_in_c_writes_what_the_python_writes(length: int, at: int) -> None:
+    """Bytes and ASCII strs, short (copied) and long (streamed past the caches), at every
+    alignment: the same memory as the Python's, and nothing written beyond the text."""
+    put_c = pytest.importorskip("kdissect._spool_c").put
+    text = bytes((index * 7 + 3) % 128 for index in range(length))
+    for given in (text, text.decode("ascii")):
+        memories = [bytearray(b"\xee" * (at + length + 40)) for _ in range(2)]
+        spool.put(memories[0], at, given)
+        put_c(memories[1], at, given)
+        assert memories[1] == memories[0]
+        assert memories[0][at:at + length] == text and memories[0][at + length:] == b"\xee" * 40
+
+
+def test_the_copy_in_c_refuses_what_the_python_refuses() -> None:
+    put_c = pytest.importorskip("kdissect._spool_c").put
+    for put in (spool.put, put_c):
+        with pytest.raises(ValueError):
+            put(bytearray(10), 5, b"x" * 6)  # beyond the memory
+        with pytest.raises(ValueError):
+            put(bytearray(10), -1, b"x")
+        with pytest.raises(ValueError):  # not ASCII (UnicodeEncodeError is a ValueError)
+            put(bytearray(10), 0, "é")
+    with pytest.raises((TypeError, BufferError)):
+        put_c(b"read only", 0, b"x")
+    with pytest.raises(ValueError):
+        put_c(bytearray(10), 0, 5)
+
+
+def test_an_ascii_text_goes_on_as_a_str_only_where_its_encoding_writes_ascii_alike() -> None:
+    from kdissect.cli import _TextLines, build_parser
+    from kdissect.pipeline import read_messages
+
+    args = build_parser().parse_args(["-V", "x.pcap"])
+    with open(CAPTURES / "quorum_story.pcap", "rb") as capture:
+        message = next(iter(read_messages(capture)))
+    utf8, utf16 = (_TextLines(args, coding, "strict")(message) for coding in ("utf-8", "utf-16"))
+    assert type(utf8[0]) is str and utf8[0].isascii()
+    assert type(utf16[0]) is bytes and utf16[0] == utf8[0].encode("utf-16")
+    assert utf8[1] == utf16[1]  # the notes alike (where they are counts bytes: not alike)
+
+
 def test_a_ring_is_not_sent_to_a_process_that_does_not_share_it() -> None:
     import pickle
 

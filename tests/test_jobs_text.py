@@ -222,5 +222,28 @@ def test_a_worker_leaves_out_the_number_however_many_places_it_takes(number: int
     sink.write(message)
     lines = lines_of(["-V", path]).started(clock.start_ns)  # type: ignore[arg-type]
     tail, _notes, _cut, _end = lines(message)
-    assert one.getvalue() == f"{number:6d}" + tail.decode()
+    assert one.getvalue() == f"{number:6d}" + (tail if type(tail) is str else tail.decode())  # (an ASCII str)
     assert one.getvalue().startswith(str(number).rjust(6) + " ")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "cp500", "ascii", "latin-1"])
+@pytest.mark.parametrize("options", [["-V"], ["-T", "jsonl"], []])
+def test_every_output_encoding_gives_one_process_bytes(encoding: str, options: list[str]) -> None:
+    """Where the output's encoding does not write ASCII as ASCII wherever a text starts
+    (UTF-16's byte order mark, EBCDIC), the workers do not encode the text themselves; and
+    a character the encoding cannot write (é in a record, on an ASCII output) is escaped,
+    in both, rather than ending the run."""
+    import os
+    import subprocess
+    import sys
+
+    path = str(CAPTURES / "tansu_records.pcap")  # a record value holds an é
+    environment = {**os.environ, "PYTHONIOENCODING": encoding}
+    runs = [subprocess.run([sys.executable, "-m", "kdissect", "--jobs", jobs, *options, path], env=environment,
+                           capture_output=True, timeout=120, check=False) for jobs in ("1", "2")]
+    assert [run.returncode for run in runs] == [0, 0], runs[1].stderr
+    assert runs[1].stdout == runs[0].stdout and runs[1].stderr == runs[0].stderr
+    text = runs[0].stdout.decode(encoding)
+    assert "ApiVersions" in text
+    if encoding == "ascii" and options == ["-V"]:
+        assert "\\xe9" in text

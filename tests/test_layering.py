@@ -33,7 +33,7 @@ def tier(module: str) -> int:
     if len(parts) == 1:
         return TIERS["cli"]  # the package itself: its lazy attributes reach the tables
     top = parts[1]
-    if top in ("notes", "apis", "error_codes", "spool", "native"):
+    if top in ("notes", "apis", "error_codes", "spool", "_spool_c", "native"):
         return TIERS["base"]
     if top == "dissectors":
         return TIERS["decode"]

@@ -36,7 +36,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_records import legacy_set, patched, record, v2_batch
 
-from kdissect import cli, light
+from kdissect import cli, light, spool
 from kdissect.decode import record_check
 from kdissect.decode.compression import DecompressionProblem, decompress
 from kdissect.decode.records import BATCH_HEADER, LOG_OVERHEAD, MAX_DECOMPRESSED_BYTES
@@ -46,7 +46,8 @@ from tests.conftest import CAPTURES, missing
 
 CHECKS = settings(derandomize=True, max_examples=400, deadline=None, database=None)
 MODULES = ("kdissect.decode._record_check_c", "kdissect.present._verbose_records_c",
-           "kdissect.ingest._pcap_index_c", "kdissect._light_c")  # the last two in test_pcap_index.py, test_light.py
+           "kdissect.ingest._pcap_index_c", "kdissect._light_c",
+           "kdissect._spool_c")  # the last three in test_pcap_index.py, test_light.py, test_jobs_spool.py
 
 
 def native(name: str) -> ModuleType:
@@ -89,6 +90,7 @@ def test_ci_builds_and_tests_the_extensions() -> None:
     assert capture._walk is not capture._record_heads
     assert light.new_lights is not light.Lights
     assert light.texts_written is not light.write_texts
+    assert spool._put is not spool.put
 
 
 # -- the two implementations on one stretch of records ---------------------------------
