@@ -826,7 +826,7 @@ typedef struct {
     RingSeen rings[64];
 } TextWriter;
 
-/* `number` as b"%6d" % number gives it; its length. */
+/* `number` as spool.number_text writes it (b"%6d" % number); its length. */
 static int
 number_text(char *out, long long number)
 {

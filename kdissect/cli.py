@@ -24,7 +24,7 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import CaptureClock, read_messages
 from kdissect.present.progress import Progress
-from kdissect.spool import SpooledOutput, read_all
+from kdissect.spool import SpooledOutput, number_text, read_all
 
 if TYPE_CHECKING:
     from kdissect.present.changes import ChangeMarker
@@ -698,13 +698,13 @@ class _TextSink(_Sink):
             self.flush()
         chunks = self.chunks
         if notes == len(message.notes):
-            chunks += (b"%6d" % message.number, tail)  # joined once, when written: one copy of the text
+            chunks += (number_text(message.number), tail)  # joined once, when written: one copy of the text
         else:
             if chunks:  # first: reading a text out of a worker's ring frees the ring up to its end
                 self._write_chunks()
             text = read_all(tail)
             found = self.notes_text(message.all_notes()).encode(*self.coding or ("utf-8",))
-            chunks += (b"%6d" % message.number, text[:cut], found, text[end:])
+            chunks += (number_text(message.number), text[:cut], found, text[end:])
         if len(chunks) >= 2 * SUMMARY_BATCH or self.prompt:
             self.flush()
 
@@ -835,9 +835,9 @@ class _TextLines:
             return (line + "\n").encode(self.encoding, self.errors), notes, cut, end
         pieces = sink.pieces(message, line)
         text = "\n".join(pieces)
-        if text.isascii() and self.ascii:
-            return text, notes, cut, end  # type: ignore[return-value]  # its bytes (`Ring.put`)
-        if text.isascii() or not self.utf8:
+        if text.isascii():  # as a str, its characters its bytes, where they are (`Ring.put`)
+            return (text if self.ascii else text.encode(self.encoding, self.errors)), notes, cut, end  # type: ignore[return-value]
+        if not self.utf8:
             return text.encode(self.encoding, self.errors), notes, cut, end
         return _encoded_pieces(pieces, self.encoding, self.errors), notes, cut, end
 

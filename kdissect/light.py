@@ -27,7 +27,7 @@ from kdissect.ingest.framing import Connection
 from kdissect.native import native_or
 from kdissect.notes import Note
 from kdissect.pair.pairing import HOLD_BYTES, HOLD_MESSAGES, HOLD_SECONDS, Pairer, Sequencer
-from kdissect.spool import Piece, Ring, write_items
+from kdissect.spool import Piece, Ring, number_text, write_items
 
 Key = tuple[int, int, int, int, int]  # where an event goes in one process's order (`kdissect.parallel`)
 Event = tuple[Key, str, Any]  # (key, what, event): a worker's event as `kdissect.parallel` sends it
@@ -277,11 +277,6 @@ class Lights:
                 message._asked = None if pair is None else pair.number
             released.append((message, prepared.pop(message.number, None)))
         return released
-
-
-def number_text(number: int) -> bytes:
-    """What starts a message's text: its number in the capture, as one process writes it."""
-    return b"%6d" % number
 
 
 def write_texts(fd: int, released: Released, start: int) -> int:

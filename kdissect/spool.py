@@ -105,6 +105,12 @@ class Piece:
         return data
 
 
+def number_text(number: int) -> bytes:
+    """What the merging process writes before a message's text: its number in the capture,
+    as one process writes it."""
+    return b"%6d" % number
+
+
 def read_all(item: Any) -> bytes:
     """The bytes of a worker's text, given as bytes or as a `Piece`."""
     return item if type(item) is bytes else item.read()
