@@ -30,7 +30,9 @@ from types import TracebackType
 from typing import IO
 
 LOOPBACK = "127.0.0.1"
-START_TIMEOUT = 10.0
+# A freshly installed broker binary (41 MB, read from disk at its first start) took over 10 s
+# to listen on a machine whose disk stalled for seconds: a longer wait costs only a failing run.
+START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 SETTLE_SECONDS = 0.3
 
