@@ -33,7 +33,6 @@ every tree node, built in Python) against tshark -V.
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import platform
 import re
@@ -46,6 +45,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from bytecode import compile_package  # noqa: E402
 from make_capture import build  # noqa: E402
 
 GNU_TIME = "/usr/bin/time"
@@ -166,9 +166,7 @@ def main() -> None:
     kdissect, tshark = shutil.which("kdissect"), shutil.which("tshark")
     if not kdissect or not tshark or not os.access(GNU_TIME, os.X_OK):
         sys.exit("needs `kdissect` (pip install -e .), `tshark` and GNU time (apt install time)")
-    # As an installed package has it: the package's bytecode compiled, so that no timed run
-    # compiles kdissect's modules from source (as it would with PYTHONDONTWRITEBYTECODE set).
-    compileall.compile_dir(str(HERE.parent / "kdissect"), quiet=1)
+    compile_package()  # as an installed package has it: no timed run compiles from source
     captures = args.capture or []
     if not captures:
         args.out.mkdir(parents=True, exist_ok=True)
