@@ -289,7 +289,7 @@ class _Parser:
 
     def unexpected(self, wanted: str = "") -> FilterError:
         token = self.peek()
-        what = "the end" if token.kind == "end" else repr(token.text)
+        what = "end of filter" if token.kind == "end" else repr(token.text)
         return FilterError(f"cannot parse filter {self.expression!r}: unexpected {what}"
                            + (f", {wanted}" if wanted else ""))
 
