@@ -12,8 +12,9 @@ order of closings those fix; both are keyed below, so no worker needs another's 
 
 One classic pcap file (the usual case) is indexed first (`_SharePlan`: record headers
 walked in chunks, each plain Ethernet IPv4 TCP packet's bucket found with numpy), once,
-by the parent, whose forked workers inherit it (workers that are not forked each make
-it alike): the buckets are dealt out so that the workers get about the same bytes, and
+for the parent, whose forked workers inherit it (workers that are not forked each make
+it alike; a parent that warms up first has it made by a forked child meanwhile,
+`_PlanBeside`): the buckets are dealt out so that the workers get about the same bytes, and
 a worker then reads only its own records and those no index can place (decoded and
 placed as below). The others' records only move capture time on: their
 times are in the index, so a worker ticks its connections' clock at the packet one
@@ -174,6 +175,7 @@ RECORD_OVERHEAD = 16  # bytes of a pcap record's header, counted with its data f
 MAX_REMEMBERED = 1 << 20  # 4-tuples a worker remembers the share of (memory stays bounded)
 KEPT_CHUNKS = 8  # chunks of the index kept from its first walk for the second (33 bytes a record)
 PACKET_COST = 256  # what a packet costs a worker beyond its bytes, in bytes, when shares are weighed
+PLAN_PIPE_BYTES = 1 << 20  # the pipe `_PlanBeside` asks for (Linux's largest without privilege)
 WARM_BYTES = 64 * 1024  # of the first file, whose messages the parent makes ready before the fork (`warm`)
 END = 1 << 62  # the packet number of what happens after the last packet
 REQUEST, RESPONSE = Direction.REQUEST, Direction.RESPONSE
@@ -277,9 +279,13 @@ def read_messages(
                "max_held": max_held, "show_secrets": show_secrets,
                "names": list(names or paths), "definitions": portable_definitions()}
     context = worker_context(prepare, finish, *preload)
+    plan = None
     if prepare is not None and getattr(prepare, "warm_up", False) and context.get_start_method() == "fork":
-        warm(paths[0], options, prepare)
-    team = _Team(paths, jobs, options, prepare, finish, context, spooled=bool(getattr(prepare, "spooled", False)))
+        with _PlanBeside(paths, jobs) as planned:  # the plan made while this process warms up
+            warm(paths[0], options, prepare)
+            plan = planned.result()
+    team = _Team(paths, jobs, options, prepare, finish, context, spooled=bool(getattr(prepare, "spooled", False)),
+                 plan=plan)
     team.progress = progress
     handed = False
     try:
@@ -503,7 +509,7 @@ class _Team:
 
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
                  prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int | None = None,
-                 duplex: bool = False, spooled: bool = False) -> None:
+                 duplex: bool = False, spooled: bool = False, plan: list[_SharePlan | None] | None = None) -> None:
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
@@ -511,9 +517,10 @@ class _Team:
         # the workers' text rings (`Prepare`): shared memory that only a fork hands on
         forked = context.get_start_method() == "fork"
         self.rings = rings(jobs) if spooled and forked else None
-        # Forked workers inherit the plan made here, once, rather than each making it alike;
-        # the box is emptied once they are forked, so that the parent does not keep it.
-        plan = [_SharePlan.of(paths, jobs)] if forked else []
+        # Forked workers inherit the plan made here (or given: `plan`, a box holding it), once,
+        # rather than each making it alike; the box is emptied once they are forked, so that
+        # the parent does not keep it.
+        plan = (plan or [_SharePlan.of(paths, jobs)]) if forked else []
         for index in range(jobs):
             receiver, sender = context.Pipe(duplex=duplex)  # duplex: the parent asks too
             process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish,
@@ -1108,6 +1115,75 @@ def _send(pipe: Pipe, message: tuple[str, Any]) -> None:
         pipe.send(message)
 
 
+class _PlanBeside:
+    """`_SharePlan.of(paths, jobs)` made by a forked child while this process does something
+    else (`read_messages` warms up): a context whose `result` is a box holding the plan.
+
+    The child sends what the plan holds (`_SharePlan.state`: its buckets and the index's
+    chunks it kept, numpy arrays, about 33 bytes a record) down a pipe, and this process
+    maps the file again. Where the child cannot be forked or fails, `result` makes the plan
+    here, as it would have been made without a child. Only for a process that may fork
+    (one thread, on Linux: `worker_context`). Leaving the context early (an exception)
+    ends the child."""
+
+    def __init__(self, paths: list[str], jobs: int) -> None:
+        self.paths, self.jobs = paths, jobs
+        self.pid, self.reading = 0, -1
+
+    def __enter__(self) -> _PlanBeside:
+        import fcntl
+
+        reading, writing = os.pipe()
+        with contextlib.suppress(OSError):  # a larger pipe: the plan goes in fewer rounds
+            fcntl.fcntl(writing, fcntl.F_SETPIPE_SZ, PLAN_PIPE_BYTES)
+        try:
+            self.pid = os.fork()
+        except OSError:
+            os.close(reading)
+            os.close(writing)
+            return self
+        if self.pid == 0:
+            self._child(reading, writing)
+        os.close(writing)
+        self.reading = reading
+        import numpy  # noqa: F401  (beside the child: the plan comes as numpy arrays)
+
+        return self
+
+    def _child(self, reading: int, writing: int) -> None:
+        code = 1
+        try:
+            os.close(reading)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it
+            plan = _SharePlan.of(self.paths, self.jobs)
+            with open(writing, "wb") as out:
+                pickle.dump(None if plan is None else plan.state(), out, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)  # nothing of the parent's runs here: no atexit, no buffers flushed
+
+    def result(self) -> list[_SharePlan | None]:
+        if self.pid:
+            with open(self.reading, "rb") as source:
+                self.reading = -1
+                sent = source.read()
+            _pid, status = os.waitpid(self.pid, 0)
+            self.pid = 0
+            if status == 0 and sent:
+                state = pickle.loads(sent)
+                with contextlib.suppress(NotIndexable):  # (the file changed since)
+                    return [None if state is None else _SharePlan.of_state(self.paths[0], state)]
+        return [_SharePlan.of(self.paths, self.jobs)]
+
+    def __exit__(self, *_exception: object) -> None:
+        if self.reading >= 0:
+            os.close(self.reading)
+        if self.pid:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+
+
 class _SharePlan:
     """Which worker reads each record of a capture file that can be indexed (one classic pcap
     file, `PcapIndex`), computed alike in every worker from the file alone.
@@ -1144,6 +1220,18 @@ class _SharePlan:
             return cls(PcapIndex(paths[0]), jobs)
         except NotIndexable:
             return None
+
+    def state(self) -> tuple[list[int], list[Any], list[RecordChunk] | None]:
+        """What the plan holds beside its index: for `of_state`, in another process."""
+        return self.owner, self.buckets, self.kept
+
+    @classmethod
+    def of_state(cls, path: str, state: tuple[list[int], list[Any], list[RecordChunk] | None]) -> _SharePlan:
+        """The plan of file `path` whose `state` another process made (raises NotIndexable)."""
+        plan = cls.__new__(cls)
+        plan.index = PcapIndex(path)
+        plan.owner, plan.buckets, plan.kept = state
+        return plan
 
     def chunks(self) -> Iterator[tuple[RecordChunk, Any]]:
         """Each chunk of records with its buckets (the file walked again, unless the chunks

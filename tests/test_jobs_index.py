@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import gzip
 import multiprocessing
+import os
 import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +188,74 @@ def test_a_file_shorter_than_the_bytes_a_plan_reads_of_a_record(tmp_path: Path) 
     plan = parallel._SharePlan.of([str(path)], 2)
     assert plan is not None
     assert [buckets.tolist() for buckets in plan.buckets] == [[-1]]
+
+
+def plans_equal(made: Any, expected: Any) -> bool:
+    """Two `_SharePlan`s of one file hold the same owners, buckets and kept chunks."""
+    def arrays(plan: Any) -> list[list[Any]]:
+        kept = [[chunk.first, *(getattr(chunk, name).tolist() for name in ("starts", "captured", "original",
+                                                                             "timestamps"))]
+                for chunk in plan.kept or ()]
+        return [plan.owner, [buckets.tolist() for buckets in plan.buckets], kept, plan.kept is None]
+    return arrays(made) == arrays(expected) and bytes(made.index.data) == bytes(expected.index.data)
+
+
+@pytest.mark.parametrize(("jobs", "chunk"), [(2, 50), (3, 400)])
+def test_the_plan_made_beside_the_warm_up_is_the_plan_made_here(
+        many: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, chunk: int) -> None:
+    """`_PlanBeside`: the plan a forked child made while this process did something else
+    equals the plan made here, with the index's chunks kept (chunks of 400 records) or not."""
+    monkeypatch.setattr(capture, "INDEX_CHUNK", chunk)
+    here, made, calls = os.getpid(), parallel._SharePlan.of, []
+
+    def counted(paths: list[str], jobs: int) -> Any:
+        calls.extend([os.getpid()] if os.getpid() == here else [])
+        return made(paths, jobs)
+
+    monkeypatch.setattr(parallel._SharePlan, "of", staticmethod(counted))
+    for path in (many, many.with_name("lossy.pcap")):
+        with parallel._PlanBeside([str(path)], jobs) as planned:
+            box = planned.result()
+        assert not calls  # made in the child only
+        expected = made([str(path)], jobs)
+        assert planned.pid == 0 and len(box) == 1 and box[0] is not None
+        assert plans_equal(box[0], expected)
+        assert (box[0].kept is None) == (chunk == 50)
+
+
+def test_a_file_with_no_plan_has_none_made_beside(tmp_path: Path) -> None:
+    path = tmp_path / "capture.pcap.gz"
+    path.write_bytes(gzip.compress(SHIPPED[0].read_bytes()))
+    with parallel._PlanBeside([str(path)], 2) as planned:
+        assert planned.result() == [None]
+    with parallel._PlanBeside([str(SHIPPED[0])] * 2, 2) as planned:
+        assert planned.result() == [None]  # several files: no plan
+
+
+def test_a_child_that_fails_leaves_the_plan_to_be_made_here(
+        many: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child raising (or killed) is not an error: the plan is made here instead."""
+    here = os.getpid()
+    made = parallel._SharePlan.of
+
+    def failing_in_the_child(paths: list[str], jobs: int) -> Any:
+        if os.getpid() != here:
+            raise MemoryError("no room")
+        return made(paths, jobs)
+
+    monkeypatch.setattr(parallel._SharePlan, "of", staticmethod(failing_in_the_child))
+    with parallel._PlanBeside([str(many)], 2) as planned:
+        assert planned.pid != 0
+        box = planned.result()
+    assert plans_equal(box[0], made([str(many)], 2))
+
+
+def test_leaving_early_ends_the_child(many: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception while the child plans (the warm-up interrupted): the child is ended and
+    reaped, its pipe closed."""
+    monkeypatch.setattr(parallel._SharePlan, "of", staticmethod(lambda *_: time.sleep(60)))
+    with pytest.raises(KeyboardInterrupt), parallel._PlanBeside([str(many)], 2) as planned:
+        child = planned.pid
+        raise KeyboardInterrupt
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)  # reaped already
