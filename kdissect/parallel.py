@@ -112,6 +112,7 @@ import os
 import pickle
 import queue
 import signal
+import stat
 import struct
 import sys
 import threading
@@ -227,10 +228,20 @@ def default_jobs(sources: Sequence[CaptureSource]) -> int:
 
 
 def parallel_readable(sources: Sequence[CaptureSource]) -> bool:
-    """Whether workers can read these sources: files they open themselves, and message
-    definitions they can be given (see `portable_definitions`)."""
-    return bool(sources) and all(isinstance(s, str | os.PathLike) and os.fspath(s) != "-"
+    """Whether workers can read these sources: files they open themselves, each reading
+    it from the start (not standard input, a pipe, a FIFO or a device: the first reader
+    would take the bytes from the others), and message definitions they can be given (see
+    `portable_definitions`). A path that cannot be looked at is left to the reading, which
+    says why."""
+    return bool(sources) and all(isinstance(s, str | os.PathLike) and os.fspath(s) != "-" and _rereadable(s)
                                  for s in sources) and portable_definitions() is not None
+
+
+def _rereadable(path: str | os.PathLike[str]) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return True
 
 
 def read_messages(

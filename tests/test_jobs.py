@@ -14,6 +14,7 @@ import os
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -339,3 +340,23 @@ def test_the_parent_makes_the_capture_start_ready_before_forking_and_keeps_nothi
     for name, data in (("cut.pcap.gz", gzip.compress(whole)[:5000]), ("none.pcap", b"not a capture" * 100)):
         (tmp_path / name).write_bytes(data)
         parallel.warm(str(tmp_path / name), options, _Recording())
+
+
+def test_a_fifo_is_read_in_one_process(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A FIFO (or a shell's `<(zcat capture.gz)`) can be read once: with two jobs each reader
+    would take some of its bytes from the others. It is read as one process reads it."""
+    capture = SHIPPED[0]
+    fifo = tmp_path / "capture.pcap"
+    os.mkfifo(fifo)
+    assert not parallel.parallel_readable([str(fifo)])
+    assert parallel.parallel_readable([str(capture)])
+    assert parallel.parallel_readable([str(tmp_path / "absent.pcap")])  # left to the reading, which says why
+    assert not parallel.parallel_readable(["-"])
+    writer = threading.Thread(target=lambda: fifo.write_bytes(capture.read_bytes()))
+    writer.start()
+    try:
+        piped = run(capsys, "--jobs", "2", "-V", str(fifo))
+    finally:
+        writer.join(timeout=30)
+    assert piped == run(capsys, "--jobs", "1", "-V", str(capture))
+    assert piped[1]
