@@ -122,8 +122,9 @@ def test_report_of_the_incident_in_chromium(browser, tmp_path, shots):
     # a finding's link leads to its message, selected in the packet browser
     link = page.page.locator("#findings a.msg-link").first
     number = int(link.inner_text().lstrip("#"))
-    link.click()
-    assert page.page.locator("#packets").is_visible()
+    link.click()  # the page follows the link's #m<number> when it comes to it: waited for
+    page.page.locator("#packets").wait_for(state="visible", timeout=10_000)
+    page.page.locator(f"#kd-list .row.selected[data-number='{number}']").wait_for(timeout=10_000)
     assert page.selected_number() == number
     assert page.page.locator("#kd-tree .node .label").first.inner_text().startswith(
         capture.tree(number).name)
