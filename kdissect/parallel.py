@@ -64,9 +64,10 @@ itself when the ring has no room, or when it is shorter than `SPOOLED_BYTES`, as
 summary line is: in the batch it costs the merge less).
 
 With `finish` (what `read_pcap` uses for its per-API tables) a worker also keeps every
-message of its share, paired, and once its share is read hands them to `finish`; the
-parent hands the results on with the capture's number of each message and index of
-each connection (`Finished`). A caller that may never need the messages themselves
+message of its share, paired, and once its share is read hands them to `finish`, whose
+parts (it yields them) it sends one by one as they are made; the parent hands them on
+as they come, with the capture's number of each message and index of each connection
+(`Finished`). A caller that may never need the messages themselves
 (`read_pcap`) uses `read_to_come`: each worker holds its frames, and sends its other
 events once its share is read, at once (the keys of its frames as one array, which the
 parent puts in order at numpy's speed: while the workers read, the parent does nothing
@@ -190,7 +191,7 @@ UNGUARDED = 87  # the exit code of a worker that found its script starting worke
 # as a `spool.Piece`, when there is room (else as bytes). One whose attribute `warm_up` is true
 # (one that decodes bodies) is first run by the parent on the capture's start (`warm`).
 Prepare = Callable[[Message], Any]
-Finish = Callable[[list[Message]], Any]
+Finish = Callable[[list[Message]], Iterable[Any]]  # a worker's messages -> the parts it sends
 Batch = list[tuple[Key, str, Any]]  # events of one worker, as it sends them
 # What the parent keeps of a worker's events when the worker holds its frames (`read_to_come`):
 # the keys of its frames, in its order (an int64 array of five columns, or a list of keys),
@@ -273,8 +274,9 @@ def read_messages(
 
     `finish` (a picklable function), when given, is called in each worker once its share
     is read, on every message of its share, paired, in capture order, numbered and with
-    connections indexed within the worker; once the last message is yielded, `finished`
-    is given a `Finished` that collects the results (and from then on owns the workers).
+    connections indexed within the worker; each part it yields is sent as it is made.
+    Once the last message is yielded, `finished` is given a `Finished` that hands on the
+    parts (and from then on owns the workers).
 
     `progress`, when given, hears how far the merge has come, in bytes of packet records
     read (`RECORD_OVERHEAD` counted for each record's header), once per batch merged.
@@ -391,8 +393,10 @@ class MessagesToCome:
 
 
 class Finished:
-    """What each worker's `finish` made of its share (`read_messages`), and where its
-    messages and connections are in the whole capture."""
+    """The parts each worker's `finish` makes of its share (`read_messages`), as they come,
+    and where the worker's messages and connections are in the whole capture: per worker,
+    the capture's number of each message it numbered (`numbers`: its number minus one is
+    the index), and the capture's index of each connection it indexed (`streams`)."""
 
     def __init__(self, team: _Team, merged: _Merge) -> None:
         self.team = team
@@ -400,28 +404,30 @@ class Finished:
         self.streams: list[dict[int, int]] = [{} for _ in team.pipes]
         for (worker, local), connection in merged.connections.items():
             self.streams[worker][local] = connection.index
-        self.gathered: list[tuple[Any, float]] | None = None
-        self.keep = False  # whether the workers outlive their results (`read_to_come`)
+        self.ended: list[float | None] = [None] * len(team.pipes)  # each worker's CPU seconds once it sent all
+        self.keep = False  # whether the workers outlive their parts (`read_to_come`)
 
-    def results(self) -> list[tuple[Any, list[int], dict[int, int]]]:
-        """Per worker: what `finish` returned, the capture's number of each message the
-        worker numbered (its number minus one is the index), and the capture's index of
-        each connection it indexed. The workers end once all are in."""
-        if self.gathered is None:
-            try:
-                self.gathered = [self.team.finished(index) for index in range(len(self.team.pipes))]
-            except BaseException:
-                self.team.stop()
-                raise
-            if not self.keep:
-                self.team.stop()
-        return [(result, numbers, streams) for (result, _cpu), numbers, streams
-                in zip(self.gathered, self.numbers, self.streams, strict=True)]
+    def part(self, worker: int) -> Any | None:
+        """The next part `worker` made, waited for; None once it has sent them all. The
+        workers end once every one has (unless `keep`)."""
+        if self.ended[worker] is not None:
+            return None
+        try:
+            kind, payload = self.team.finished(worker)
+        except BaseException:
+            self.team.stop()
+            raise
+        if kind == "part":
+            return payload
+        self.ended[worker] = payload
+        if not self.keep and None not in self.ended:
+            self.team.stop()
+        return None
 
     def cpu(self) -> list[float]:
-        """CPU seconds each worker spent in `finish` (after `results`)."""
-        return [cpu - summary.get("cpu", 0.0) for (_result, cpu), summary
-                in zip(self.gathered or (), self.team.summaries, strict=False)]
+        """CPU seconds each worker that has sent every part spent in `finish`."""
+        return [cpu - summary.get("cpu", 0.0) for cpu, summary in zip(self.ended, self.team.summaries, strict=True)
+                if cpu is not None]
 
     def stop(self) -> None:
         self.team.stop()
@@ -571,7 +577,7 @@ class _Team:
                     break
                 except queue.Full:
                     continue
-            if item[0] not in ("events", "lights", "keys") and not (item[0] == "end" and self.finishing):
+            if item[0] not in ("events", "lights", "keys", "part") and not (item[0] == "end" and self.finishing):
                 return
 
     def events(self, index: int) -> Iterator[tuple[Key, int, str, Any]]:
@@ -640,8 +646,9 @@ class _Team:
         except (EOFError, OSError):
             raise died(f"worker {index}", self.processes[index], "its share") from None
 
-    def finished(self, index: int) -> tuple[Any, float]:
-        """What worker `index` sent after its summary: its `finish` result and CPU seconds."""
+    def finished(self, index: int) -> tuple[str, Any]:
+        """The next of what worker `index` sends after its summary: ("part", a part its
+        `finish` made), then ("finished", its CPU seconds)."""
         while True:
             try:
                 kind, payload = self.ahead[index].get(timeout=0.5)
@@ -649,9 +656,8 @@ class _Team:
             except queue.Empty:
                 if self.stopping.is_set() or (not self.readers[index].is_alive() and self.ahead[index].empty()):
                     raise WorkerError(f"worker {index} was stopped before it finished") from None
-        if kind == "finished":
-            result: tuple[Any, float] = payload
-            return result
+        if kind == "part" or kind == "finished":
+            return kind, payload
         if kind == "gone":
             raise WorkerError(f"worker {index} ended before it finished") from None
         raise WorkerError(f"worker {index} failed: {payload}")
@@ -878,8 +884,9 @@ class _Worker:
                                           for port, count in kafka.tcp_ports.items()]}))
         if self.finish is not None:
             kept, self.kept = self.kept, []
-            result = self.finish(kept)
-            self.pipe.send(("finished", (result, time.process_time())))
+            for part in self.finish(kept):
+                self.pipe.send(("part", part))
+            self.pipe.send(("finished", time.process_time()))
         if self.held is not None:
             self._serve_held()
 

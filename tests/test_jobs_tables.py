@@ -3,7 +3,9 @@ are the tables one process makes, numbered as the capture is."""
 
 from __future__ import annotations
 
+import functools
 import gc
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,7 +14,8 @@ import pytest
 
 from benchmarks.make_capture import build
 from kdissect.pair.message import Message
-from kdissect.parallel import MessagesToCome, _compact, _Merge, _replayed
+from kdissect.parallel import MessagesToCome, _compact, _Merge, _replayed, read_to_come
+from kdissect.present import parallel_tables
 from kdissect.present.analysis import read_pcap
 from kdissect.present.tables import TABLES
 from tests.conftest import CAPTURES
@@ -41,6 +44,44 @@ def test_the_reading_workers_make_the_per_api_tables(many: str) -> None:
     assert two._workers.processes == []  # ...and no table workers were started for them
     streams = set(two.table("produce")["stream"])
     assert len(streams) > 32  # connections of both workers, numbered as the capture numbers them
+
+
+def test_tables_asked_for_in_any_order_are_those_of_one_process(many: str) -> None:
+    """The workers send their tables one by one, in one order; the capture asks for them in
+    its own: those that came first wait until asked for."""
+    one = read_pcap(many, jobs=1)
+    names = list(TABLES)
+    for order in (names[::-1], [names[len(names) // 2], *names]):
+        parallel_tables.WORKER_CPU.clear()
+        two = read_pcap(many, jobs=2)
+        for name in order:
+            pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=name)
+        assert len(parallel_tables.WORKER_CPU) == 2  # each worker's end came after its last table
+        assert not any(two._workers.early_parts.tables)  # every table handed on once
+
+
+def _gated(gate: str, messages: list[Message]) -> object:
+    """A `finish` that makes its second part only once the parent has the first (its file)."""
+    yield ("first", len(messages))
+    waited = time.monotonic() + 20
+    while not Path(gate).exists() and time.monotonic() < waited:
+        time.sleep(0.01)
+    yield ("second", Path(gate).exists())
+
+
+def test_each_part_of_a_reading_worker_comes_as_soon_as_it_is_made(many: str, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    to_come, finished = read_to_come([many], 2, finish=functools.partial(_gated, str(gate)))
+    try:
+        firsts = [finished.part(worker) for worker in (0, 1)]  # while both wait for the gate
+        assert [name for name, _count in firsts] == ["first", "first"]
+        gate.touch()
+        assert [finished.part(worker) for worker in (0, 1)] == [("second", True), ("second", True)]
+        assert [finished.part(worker) for worker in (0, 1)] == [None, None]
+        assert len(finished.cpu()) == 2
+        assert sum(count for _name, count in firsts) == len(to_come.get()) > 100
+    finally:
+        finished.stop()
 
 
 def test_messages_left_out_by_a_filter_are_left_out_of_the_tables(many: str) -> None:

@@ -13,7 +13,7 @@ import glob
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -97,7 +97,7 @@ def read_pcap(
         to_come, finished = read_to_come(sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                          report=problems.append, show_secrets=show_secrets,
                                          preload=("kdissect.present.parallel_tables",),
-                                         finish=functools.partial(api_tables, table_of))
+                                         finish=functools.partial(api_tables, api_frames_made))
         capture = Capture(to_come, source=", ".join(names), problems=problems, files=names, jobs=jobs)
         capture._workers = TableJobs(jobs, early=finished)
         return capture
@@ -109,7 +109,7 @@ def read_pcap(
             found = (message for message, _ in read_in_parallel(
                 sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                 report=problems.append, show_secrets=show_secrets,
-                preload=("kdissect.present.parallel_tables",), finish=functools.partial(api_tables, table_of),
+                preload=("kdissect.present.parallel_tables",), finish=functools.partial(api_tables, api_frames_made),
                 finished=early.append))
         else:
             found = read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
@@ -734,6 +734,15 @@ def _api_frames(messages: list[Message], specs: Sequence[TableSpec]) -> dict[str
     """Tables' rows from flat values, in one pass that decodes each body once, for every
     table it feeds; a body the generated decoders leave to the interpreter keeps its
     `records` as bytes (the rows count them without a tree)."""
+    return dict(api_frames_made(messages, specs))
+
+
+def api_frames_made(messages: list[Message],
+                    specs: Sequence[TableSpec] | None = None) -> Iterator[tuple[str, pd.DataFrame]]:
+    """`_api_frames` (of every per-API table by default), each table yielded with its name
+    as soon as it is made, in the order of `specs`: once the pass is over, a reading
+    worker sends one table while it makes the next (`parallel_tables.api_tables`)."""
+    specs = list(TABLES.values()) if specs is None else specs
     gathered = [_Gathered(spec) for spec in specs]
     # Which tables a message feeds depends on its API, version and direction only.
     fed: dict[tuple[int | None, int | None, bool], list[_Gathered]] = {}
@@ -751,7 +760,8 @@ def _api_frames(messages: list[Message], specs: Sequence[TableSpec]) -> dict[str
                         if rows:
                             table.add(position, rows)
     context = _Context(messages, [table.positions for table in gathered])
-    return {table.spec.name: table.frame(context) for table in gathered}
+    for table in gathered:
+        yield table.spec.name, table.frame(context)
 
 
 class _Gathered:

@@ -22,10 +22,12 @@ than it saves.
 The per-API tables are made sooner, by the workers that read the capture
 (`read_pcap`): each already holds every message of its connections, paired, so once
 its share is read it makes every per-API table over them (`api_tables`) while this
-process still merges. Its rows carry the worker's own message numbers and connection
-indexes; here they become the capture's (`kdissect.parallel.Finished`), and the rows of
-the workers are put in message order (a stable sort by number: each message's rows stay
-as made), the messages `read_pcap` left out dropped. Only a tree built here before the
+process still merges, and sends each table as soon as it is made (`_EarlyParts`): this
+process joins one table's parts while the workers still make the next, rather than all
+of them once the last worker is done. Its rows carry the worker's own message numbers
+and connection indexes; here they become the capture's (`kdissect.parallel.Finished`),
+and the rows of the workers are put in message order (a stable sort by number: each
+message's rows stay as made), the messages `read_pcap` left out dropped. Only a tree built here before the
 first per-API table is asked for (its notes show in the tables) sends them the long way.
 When `read_pcap` keeps every message, this process does not even make them while the
 workers read (`kdissect.parallel.read_to_come`): the per-API tables need only the
@@ -38,7 +40,7 @@ import contextlib
 import gc
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,9 @@ MESSAGE_BYTES = 200  # what a message costs beyond its bytes, in bytes, when run
 State = tuple[Any, ...]
 # (a run's messages, the table's name, a dict kept per run for tables made ahead) -> the table
 Builder = Callable[[list[Message], str, dict[str, pd.DataFrame]], pd.DataFrame]
+# a share's messages -> every per-API table over them, (name, table) one by one as made
+Maker = Callable[[list[Message]], Iterator[tuple[str, pd.DataFrame]]]
+Part = tuple[pd.DataFrame, np.ndarray, np.ndarray]  # a worker's rows of a table, their numbers and streams
 Link = tuple[int, Any, Any, bool]  # a connection: index, client, server, tls
 
 WORKER_CPU: dict[int, float] = {}  # CPU seconds each table worker has spent, by process id
@@ -77,8 +82,8 @@ class TableJobs:
 
     def __init__(self, jobs: int, early: Finished | None = None) -> None:
         self.jobs = jobs
-        self.early = early  # the per-API tables the reading workers made
-        self.early_parts: list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]] | None = None
+        self.early = early  # the per-API tables the reading workers make
+        self.early_parts: _EarlyParts | None = None
         if early is not None:
             weakref.finalize(self, early.stop)
         self.messages: list[Message] | None = None  # the list the workers hold runs of
@@ -98,9 +103,9 @@ class TableJobs:
                 self.early.stop()
                 self.early = None
             else:
-                self.early_parts = _renumbered(self.early, self.jobs)
-        if self.early_parts is not None and any(name in tables for tables, _n, _s in self.early_parts):
-            return _early_table(name, messages, self.early_parts, dtypes)
+                self.early_parts = _EarlyParts(self.early)
+        if self.early_parts is not None and (early := self.early_parts.parts(name)) is not None:
+            return _early_table(messages, early, dtypes)
         if not isinstance(messages, list):
             messages = messages.get()
         definitions = portable_definitions()
@@ -164,44 +169,71 @@ def _api_table_names() -> set[str]:
     return set(TABLES)
 
 
-def api_tables(builder: Builder, messages: list[Message]) -> dict[str, pd.DataFrame]:
+def api_tables(made: Maker, messages: list[Message]) -> Iterator[tuple[str, pd.DataFrame]]:
     """In a reading worker: every per-API table over the messages of its share, made by
-    `builder` (`analysis.table_of`) together, as one process makes them."""
-    from kdissect.present.tables import TABLES
-
-    ahead: dict[str, pd.DataFrame] = {}
+    `made` (`analysis.api_frames_made`) together, as one process makes them, and yielded
+    one by one as made, to be sent while the next is made."""
     with cycle_collection_paused():
-        first = next(iter(TABLES))
-        return {first: builder(messages, first, ahead), **ahead}
+        yield from made(messages)
 
 
-def _renumbered(early: Finished, jobs: int) -> list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]]:
-    """Each reading worker's tables, with its numbers of messages and of connections as
-    arrays that give the capture's (index: the worker's number minus one; its index)."""
-    parts = []
-    for tables, numbers, streams in early.results():
-        stream_of = np.zeros(max(streams, default=-1) + 1, dtype=np.int64)
-        stream_of[list(streams)] = list(streams.values())
-        parts.append((tables, np.asarray(numbers, dtype=np.int64), stream_of))
-    for process, seconds in zip(early.team.processes, early.cpu(), strict=False):
-        WORKER_CPU[process.pid] = seconds
-    return parts
+class _EarlyParts:
+    """The per-API tables the reading workers make, each worker's kept as they come, with
+    its numbers of messages and of connections as arrays that give the capture's (index:
+    the worker's number minus one; its index)."""
+
+    def __init__(self, early: Finished) -> None:
+        self.early = early
+        self.numbers = [np.asarray(numbers, dtype=np.int64) for numbers in early.numbers]
+        self.stream_of = []
+        for streams in early.streams:
+            stream_of = np.zeros(max(streams, default=-1) + 1, dtype=np.int64)
+            stream_of[list(streams)] = list(streams.values())
+            self.stream_of.append(stream_of)
+        self.tables: list[dict[str, pd.DataFrame]] = [{} for _ in early.numbers]  # come, not yet asked for
+        self.given: set[str] = set()  # the tables handed on (the capture keeps them)
+        self.expected = _api_table_names()  # what each worker makes
+        self.received = [0] * len(early.numbers)  # tables come from each worker
+
+    def parts(self, name: str) -> list[Part] | None:
+        """Each worker's part of table `name`, waited for; None if the workers make no
+        such table, or it was handed on already."""
+        if name not in self.expected or name in self.given:
+            return None
+        self.given.add(name)
+        found = []
+        for worker, tables in enumerate(self.tables):
+            while name not in tables:
+                self._next(worker)
+            found.append((tables.pop(name), self.numbers[worker], self.stream_of[worker]))
+        return found
+
+    def _next(self, worker: int) -> None:
+        """The next table `worker` sent, kept; after its last, its end too (which says its
+        CPU seconds)."""
+        part = self.early.part(worker)
+        if part is None:
+            raise WorkerError(f"worker {worker} ended without making every per-API table")
+        name, table = part
+        self.tables[worker][name] = table
+        self.received[worker] += 1
+        if self.received[worker] == len(self.expected) and self.early.part(worker) is None and \
+                None not in self.early.ended:
+            for process, seconds in zip(self.early.team.processes, self.early.cpu(), strict=True):
+                WORKER_CPU[process.pid] = seconds
 
 
-def _early_table(name: str, messages: list[Message] | MessagesToCome,
-                 parts: list[tuple[dict[str, pd.DataFrame], np.ndarray, np.ndarray]],
+def _early_table(messages: list[Message] | MessagesToCome, parts: list[Part],
                  dtypes: dict[str, str]) -> pd.DataFrame:
-    """Table `name` from the reading workers' parts: the capture's numbers and
-    connections, only the messages kept, rows in message order. Each column is made once
-    from the parts (joined, then taken in that order): this runs after the workers, with
-    nothing beside it."""
-    total = sum(len(numbers) for _tables, numbers, _streams in parts)
+    """A table from the reading workers' `parts`: the capture's numbers and connections,
+    only the messages kept, rows in message order. Each column is made once from the
+    parts (joined, then taken in that order)."""
+    total = sum(len(numbers) for _part, numbers, _streams in parts)
     kept = None
     if isinstance(messages, list) and total != len(messages):
         kept = np.fromiter((m.number for m in messages), np.int64, len(messages))
     found = []
-    for tables, numbers, stream_of in parts:
-        part = tables.pop(name)  # each table is asked for once: the capture keeps it
+    for part, numbers, stream_of in parts:
         number = numbers[part["number"].to_numpy(dtype=np.int64) - 1]
         stream = stream_of[part["stream"].to_numpy(dtype=np.int64)]
         if kept is not None:
