@@ -4,15 +4,17 @@
  * and on damaged ones).
  *
  *   record_heads  mirrors capture._record_heads: up to `count` record headers from
- *                 `position`, each record's captured length giving where the next begins
+ *                 `position`, each record's captured length giving where the next begins,
+ *                 and each header's four fields
  *   flow_buckets  mirrors parallel._python_buckets: the connection bucket of each record
  *                 that is a plain Ethernet IPv4 TCP segment, -1 for any other (the
  *                 `--jobs` share plan, which the parent makes before the workers start)
  *
  * It is the loop of `PcapIndex.chunks` that runs once per record (530,000 times in 100 MB
  * of mixed traffic), and it runs before the `--jobs` workers start (and in each of them
- * again for a large file): time no other process can share. What is done once per chunk
- * (reading the headers' fields with numpy, from the positions given here) stays in Python.
+ * again for a large file): time no other process can share. Each header's fields are read
+ * here while it is at hand (numpy, taking them from the positions afterwards, took as
+ * long again as the walk); the timestamps are made of them with numpy, a chunk at once.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,20 +28,22 @@
  * and capture.TOO_LONG, which name the problem (NotIndexable's message). */
 enum { WHOLE = 0, HEADER_CUT = 1, TOO_LONG = 2 };
 
-/* The captured length of the record header at `header`, in the file's byte order. */
+/* The 32-bit field at `at` of a record header, in the file's byte order. */
 static uint32_t
-captured_length(const unsigned char *header, int big_endian)
+header_field(const unsigned char *at, int big_endian)
 {
-    const unsigned char *at = header + 8; /* after the seconds and the sub-second part */
     if (big_endian)
         return (uint32_t)at[0] << 24 | (uint32_t)at[1] << 16 | (uint32_t)at[2] << 8 | at[3];
     return (uint32_t)at[3] << 24 | (uint32_t)at[2] << 16 | (uint32_t)at[1] << 8 | at[0];
 }
 
+#define COLUMNS 5 /* where each header starts; its seconds, sub-second part, captured and original lengths */
+
 PyDoc_STRVAR(record_heads_doc,
 "record_heads(data, position, count, big_endian, limit, /)\n--\n\n"
-"`capture._record_heads`: (where each header starts, as native int64 bytes, where the walk\n"
-"stopped, what stopped it: 0, HEADER_CUT or TOO_LONG).");
+"`capture._record_heads`: (native int64 bytes, five columns one after the other, a value\n"
+"per header: where it starts, its seconds, sub-second part, captured length and original\n"
+"length; where the walk stopped; what stopped it: 0, HEADER_CUT or TOO_LONG).");
 
 static PyObject *
 record_heads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -72,12 +76,12 @@ record_heads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t room = position < end ? (Py_ssize_t)((end - position + RECORD_HEADER - 1) / RECORD_HEADER) : 0;
     if (room > count)
         room = count;
-    PyObject *heads = PyBytes_FromStringAndSize(NULL, room * (Py_ssize_t)sizeof(int64_t));
+    PyObject *heads = PyBytes_FromStringAndSize(NULL, COLUMNS * room * (Py_ssize_t)sizeof(int64_t));
     if (heads == NULL) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    char *out = PyBytes_AS_STRING(heads);
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(heads); /* a bytes object's data is aligned */
     Py_ssize_t done = 0;
     int problem = WHOLE;
     while (done < room) {
@@ -87,9 +91,14 @@ record_heads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             problem = HEADER_CUT;
             break;
         }
-        memcpy(out + done * (Py_ssize_t)sizeof position, &position, sizeof position);
+        const unsigned char *header = data + position;
+        uint32_t captured = header_field(header + 8, big_endian);
+        out[done] = position;
+        out[room + done] = header_field(header, big_endian);
+        out[2 * room + done] = header_field(header + 4, big_endian);
+        out[3 * room + done] = captured;
+        out[4 * room + done] = header_field(header + 12, big_endian);
         done++;
-        uint32_t captured = captured_length(data + position, big_endian);
         if ((long long)captured > limit) {
             problem = TOO_LONG;
             break;
@@ -97,8 +106,12 @@ record_heads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         position += RECORD_HEADER + (int64_t)captured;
     }
     PyBuffer_Release(&view);
-    if (done < room && _PyBytes_Resize(&heads, done * (Py_ssize_t)sizeof(int64_t)) < 0)
-        return NULL;
+    if (done < room) { /* the columns moved up against each other, then the rest cut off */
+        for (int column = 1; column < COLUMNS; column++)
+            memmove(out + column * done, out + column * room, (size_t)done * sizeof(int64_t));
+        if (_PyBytes_Resize(&heads, COLUMNS * done * (Py_ssize_t)sizeof(int64_t)) < 0)
+            return NULL;
+    }
     return Py_BuildValue("(NLi)", heads, (long long)position, problem);
 }
 

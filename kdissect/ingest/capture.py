@@ -588,12 +588,7 @@ class PcapIndex:
                 raise NotIndexable(INDEX_PROBLEMS[problem])
             if position > end:
                 raise NotIndexable("the last record cut short")
-            at = np.frombuffer(heads, dtype=np.int64)
-            # the headers, a row each, taken in one step from a view of the 16 bytes at every
-            # offset of the file (not byte by byte, with an index for each)
-            windows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(data, dtype=np.uint8), 16)
-            when, fraction, captured, original = windows[at].view(self.endian + "u4").astype(np.int64).T
-            del windows  # no view of the map is held while the chunk is out: it may be closed
+            at, when, fraction, captured, original = np.frombuffer(heads, dtype=np.int64).reshape(5, -1)
             yield RecordChunk(first, at + 16, captured, original, when * 1_000_000_000 + fraction * self.resolution)
             first += len(at)
 
@@ -610,27 +605,36 @@ INDEX_PROBLEMS = {HEADER_CUT: "a record header cut short", TOO_LONG: "a captured
 def _record_heads(data: bytes | bytearray | mmap.mmap, position: int, count: int, big_endian: bool,
                   limit: int) -> tuple[array.array[int], int, int]:
     """Up to `count` record headers of a classic pcap file from `position`, each record's
-    captured length giving where the next begins: where each header starts (int64, for
-    `np.frombuffer`), the position after the last record, and what stopped the walk short of
-    `count` headers and of the end of `data` (HEADER_CUT, TOO_LONG), else 0. A captured
-    length above `limit` stops it.
+    captured length giving where the next begins: five columns of int64 one after the
+    other (for `np.frombuffer`), a value per header in each: where it starts, its seconds,
+    sub-second part, captured length and original length; then the position after the
+    last record, and what stopped the walk short of `count` headers and of the end of
+    `data` (HEADER_CUT, TOO_LONG), else 0. A captured length above `limit` stops it.
 
     The reference of `_pcap_index_c.record_heads`, and the walk where that is not built or
     KDISSECT_PURE is set."""
-    captured_at = struct.Struct((">" if big_endian else "<") + "8xI").unpack_from
-    heads = array.array("q")
-    append, end = heads.append, len(data)
+    fields_at = struct.Struct((">" if big_endian else "<") + "IIII").unpack_from
+    columns: list[list[int]] = [[], [], [], [], []]
+    heads, seconds, fractions, captures, originals = columns
+    end = len(data)
+    problem = 0
     for _ in range(count):
         if position >= end:
             break
         if end - position < 16:
-            return heads, position, HEADER_CUT
-        append(position)
-        (captured,) = captured_at(data, position)
+            problem = HEADER_CUT
+            break
+        heads.append(position)
+        second, fraction, captured, original = fields_at(data, position)
+        seconds.append(second)
+        fractions.append(fraction)
+        captures.append(captured)
+        originals.append(original)
         if captured > limit:
-            return heads, position, TOO_LONG
+            problem = TOO_LONG
+            break
         position += 16 + captured
-    return heads, position, 0
+    return array.array("q", [value for column in columns for value in column]), position, problem
 
 
 # the walk over record headers `PcapIndex.chunks` takes: in C where it is built (`kdissect.native`)
