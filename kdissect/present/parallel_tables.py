@@ -27,8 +27,9 @@ process joins one table's parts while the workers still make the next, rather th
 of them once the last worker is done. Its rows carry the worker's own message numbers
 and connection indexes; here they become the capture's (`kdissect.parallel.Finished`),
 and the rows of the workers are put in message order (a stable sort by number: each
-message's rows stay as made), the messages `read_pcap` left out dropped. Only a tree built here before the
-first per-API table is asked for (its notes show in the tables) sends them the long way.
+message's rows stay as made), the messages `read_pcap` left out dropped. Only a tree
+built here before the first per-API table is asked for (its notes show in the tables)
+sends them the long way.
 When `read_pcap` keeps every message, this process does not even make them while the
 workers read (`kdissect.parallel.read_to_come`): the per-API tables need only the
 numbers, and the messages are made the first time something else needs them.
