@@ -218,8 +218,11 @@ class _EarlyParts:
         name, table = part
         self.tables[worker][name] = table
         self.received[worker] += 1
-        if self.received[worker] == len(self.expected) and self.early.part(worker) is None and \
-                None not in self.early.ended:
+        if self.received[worker] < len(self.expected):
+            return
+        if self.early.part(worker) is not None:  # its end comes right after its last table
+            raise WorkerError(f"worker {worker} sent more than the per-API tables")
+        if None not in self.early.ended:
             for process, seconds in zip(self.early.team.processes, self.early.cpu(), strict=True):
                 WORKER_CPU[process.pid] = seconds
 
