@@ -140,6 +140,7 @@ from kdissect.ingest.net import RawSegment, decode_tcp
 from kdissect.ingest.reassembly import (
     CLOSED_BUCKETS,
     MAX_HELD_BYTES,
+    NEVER,
     ConnectionTracker,
     HoldLimits,
     flow_bucket,
@@ -904,7 +905,7 @@ class _Worker:
 
     def _share(self, records: Iterator[CaptureRecord]) -> None:
         tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
-        segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
+        segment = tracker.segment
         first = self.index == 0
         others = self._others
         started = False
@@ -923,7 +924,7 @@ class _Worker:
                         kafka.not_tcp(linktype)
                 elif self._owns(raw):
                     segment(number, timestamp, raw)
-            if ending and timestamp - ending[0][0] > grace:  # as in pipeline.frames_from_records
+            if timestamp > tracker.due:  # as in pipeline.frames_from_records
                 tracker.tick(timestamp)
             if pending:
                 flush(self.key)
@@ -935,7 +936,7 @@ class _Worker:
         import numpy as np
 
         tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush
-        segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
+        segment = tracker.segment
         first = self.index == 0
         data, linktype = plan.index.data, plan.index.linktype
         for chunk, buckets in plan.chunks():
@@ -950,7 +951,7 @@ class _Worker:
                     mine.tolist(), chunk.starts[mine].tolist(), chunk.captured[mine].tolist(),
                     timestamps[mine].tolist(), chunk.original[mine].tolist(), (buckets[mine] >= 0).tolist(),
                     strict=True):
-                if ending and at > previous + 1:
+                if tracker.due < NEVER and at > previous + 1:
                     self._ticks(chunk, highest, previous + 1, at)
                 previous = at
                 number = chunk.first + at + 1
@@ -961,11 +962,11 @@ class _Worker:
                         kafka.not_tcp(linktype)
                 elif placed or self._owns(raw):
                     segment(number, timestamp, raw)
-                if ending and timestamp - ending[0][0] > grace:
+                if timestamp > tracker.due:
                     tracker.tick(timestamp)
                 if pending:
                     flush(self.key)
-            if ending:
+            if tracker.due < NEVER:
                 self._ticks(chunk, highest, previous + 1, len(timestamps))
             if len(timestamps):
                 self.read = int(chunk.starts[-1] + chunk.captured[-1]) - 24
@@ -985,9 +986,9 @@ class _Worker:
         here (`highest`: the highest time up to each record, to pass most by at once)."""
         import numpy as np
 
-        ending, grace, timestamps = self.tracker.ending, self.tracker.limits.acked_wait, chunk.timestamps
-        while ending and start < stop:
-            threshold = ending[0][0] + grace
+        tracker, timestamps = self.tracker, chunk.timestamps
+        while tracker.due < NEVER and start < stop:
+            threshold = tracker.due
             if highest[stop - 1] <= threshold:
                 return
             later = np.flatnonzero(timestamps[start:stop] > threshold)

@@ -148,14 +148,14 @@ def frames_from_records(records: Iterable[CaptureRecord], *, ports: Iterable[int
                              tls_keys=tls_keys)
     tracker = ConnectionTracker(kafka.open, HoldLimits(max_held=max_held))
     out = kafka.out
-    segment, ending, grace = tracker.segment, tracker.ending, tracker.limits.acked_wait
+    segment = tracker.segment
     for number, timestamp, linktype, data, original_length in records:
         raw = decode_tcp(linktype, data, original_length)
         if raw is None:
             kafka.not_tcp(linktype)
         else:
             segment(number, timestamp, raw)
-        if ending and timestamp - ending[0][0] > grace:  # every packet moves capture time on
+        if timestamp > tracker.due:  # every packet moves capture time on
             tracker.tick(timestamp)
         if out:
             yield from out

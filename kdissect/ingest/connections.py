@@ -115,6 +115,7 @@ class KafkaConnection:
         self.held: list[tuple[str, int, tuple]] = []  # events kept until the decision
         self.held_bytes = 0
         self.framers: list[Framer] = []
+        self.exchange: Exchange | None = None
 
     # --- events from reassembly, until the decision (then the framers get them directly) ---
 
@@ -147,6 +148,13 @@ class KafkaConnection:
             self.decrypted[1].close()
             self.decrypted[0].close()
         self.held.clear()
+
+    def expire(self, now: int) -> None:
+        """Capture time is `now`, past a wake-up the exchange asked for (`Exchange.wake`)."""
+        if self.exchange is not None:
+            self.exchange.expire(now)
+        if self.decrypted is not None:
+            self.decrypted[1].expire(now)
 
     # --- deciding ---
 
@@ -211,7 +219,8 @@ class KafkaConnection:
     def _start(self, client: int) -> None:
         addresses = self.tcp.addresses
         connection = self.owner.new_connection(addresses[client], addresses[1 - client], self.tls)
-        exchange = Exchange(connection, self.owner.settings, self.owner.out, self.tcp.stream(client))
+        exchange = self.exchange = Exchange(connection, self.owner.settings, self.owner.out,
+                                            self.tcp.stream(client), self.tcp.wake)
         for side in (0, 1):
             stream = self.tcp.stream(side)
             direction = Direction.REQUEST if side == client else Direction.RESPONSE

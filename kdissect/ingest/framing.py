@@ -18,7 +18,9 @@ The two framers of a connection share an `Exchange`, which follows the
 correlation ids in flight and emits frames. A response whose request is still
 on its way (the request stream holds data behind a hole, or the peer has
 acknowledged request bytes the capture has not shown yet) waits, boundedly, so
-that it comes out after its request, as it was sent.
+that it comes out after its request, as it was sent: up to `RESPONSE_WAIT` of
+capture time, which any packet moves on, not only the connection's own (a
+connection that falls silent is woken: `TcpConnection.wake`).
 """
 
 from __future__ import annotations
@@ -127,9 +129,11 @@ class Exchange:
     """One Kafka connection's two framers: correlation ids in flight, frames out."""
 
     def __init__(self, connection: Connection, settings: FramingSettings, out: list[Frame],
-                 request_stream: RequestStream | None) -> None:
+                 request_stream: RequestStream | None, wake: Callable[[int, int], None] | None = None) -> None:
         self.connection, self.settings, self.out = connection, settings, out
         self.request_stream = request_stream
+        self.wake = wake  # (capture time, packet): `expire` is called once a packet is past that time
+        self.armed = -1  # the time a wake-up was last asked for
         self.in_flight: OrderedDict[int, int] = OrderedDict()  # correlation id: API key
         self.waiting: deque[Frame] = _NOTHING_WAITING  # responses whose request is on its way
         self.request_framer: Framer | None = None
@@ -169,12 +173,21 @@ class Exchange:
         while self.waiting:
             self._answer(self.waiting.popleft())
 
+    def expire(self, now: int) -> None:
+        """Capture time is `now`: a response that waited long enough for its request goes."""
+        if self.waiting:
+            self._release(now)
+
     def _release(self, now: int) -> None:
         waiting = self.waiting
         while waiting:
             head = waiting[0]
             if (self._unknown(head) and self._request_owed() and len(waiting) <= MAX_WAITING
                     and now - head.last_ns <= RESPONSE_WAIT):
+                at = head.last_ns + RESPONSE_WAIT
+                if self.wake is not None and at != self.armed:  # woken then, if nothing comes sooner
+                    self.armed = at
+                    self.wake(at, head.last_packet)
                 return
             self._answer(waiting.popleft())
 

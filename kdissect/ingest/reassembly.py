@@ -21,6 +21,9 @@ hole is declared lost (a gap) when
   `HOLE_WAIT`), or than the shorter `acked_wait` (default `ACKED_WAIT`) once the
   peer has acknowledged the missing bytes: a retransmission will not come then,
   only capture reordering can still bring them.
+Capture time is any packet's, not only the connection's own: a connection that falls
+silent with bytes held is woken when the wait runs out (`TcpConnection.wake`,
+`ConnectionTracker.tick`), and they come out there, not at the end of the capture.
 An acknowledgement of bytes the capture has not shown (Wireshark's "ACKed unseen
 segment") is only a hint: in captures an ACK routinely comes before the data it
 acknowledges. It is remembered on the stream, shortens the wait, and names the
@@ -58,6 +61,7 @@ MASK, HALF = 0xFFFFFFFF, 0x80000000
 MAX_HELD_BYTES = 8 * 1024 * 1024  # bytes held beyond holes per connection before one is declared lost
 MAX_PENDING_SEGMENTS = 4096  # segments held per direction, likewise
 HOLE_WAIT = 3_000_000_000  # ns of capture time a hole may stay open without other evidence
+NEVER = 1 << 63  # a capture time no packet reaches
 ACKED_WAIT = 500_000_000  # ns, once the peer has acknowledged the missing bytes
 RECENT_SEGMENTS = 32  # delivered payloads kept to compare retransmissions against
 RECENT_ACKS = 64  # acknowledgements of unseen bytes remembered per direction
@@ -91,6 +95,9 @@ class ConnectionHandler(Protocol):
 
     def close(self) -> None: ...
 
+    def expire(self, now: int) -> None:
+        """Capture time is `now`, past a time the handler asked to be woken at (`wake`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class HoldLimits:
@@ -102,19 +109,21 @@ class HoldLimits:
 
 
 class HeldBytes:
-    """The bytes one connection holds beyond holes, both directions together."""
+    """The bytes one connection holds beyond holes, both directions together; and how its
+    streams ask to be woken when a hole's wait runs out (`TcpConnection.wake`)."""
 
-    __slots__ = ("held", "limits")
+    __slots__ = ("held", "limits", "wake")
 
-    def __init__(self, limits: HoldLimits) -> None:
+    def __init__(self, limits: HoldLimits, wake: Callable[[int, int], None] | None = None) -> None:
         self.limits = limits
         self.held = 0
+        self.wake = wake
 
 
 class TcpStream:
     """One direction of a TCP connection, delivering its bytes in order, exactly once."""
 
-    __slots__ = ("acks", "base", "budget", "fin_offset", "from_start", "offset", "pending",
+    __slots__ = ("acks", "armed", "base", "budget", "fin_offset", "from_start", "offset", "pending",
                  "recent", "sink")
 
     def __init__(self, sink: StreamSink, budget: HeldBytes | None = None) -> None:
@@ -127,6 +136,7 @@ class TcpStream:
         self.recent: deque[tuple[int, bytes]] = deque(maxlen=RECENT_SEGMENTS)
         self.acks: deque[tuple[int, int]] | None = None  # (acked end, time) beyond offset, once any
         self.fin_offset: int | None = None
+        self.armed = -1  # the capture time a wake-up was last asked for (`_arm`)
 
     def feed(self, sink: StreamSink) -> None:
         """Send this stream's events to `sink` from now on."""
@@ -150,6 +160,7 @@ class TcpStream:
             self._drain()
         if self.pending:
             self._expire(timestamp)
+            self._arm()
 
     def fin(self, seq: int) -> None:
         if self.base is None:
@@ -173,6 +184,7 @@ class TcpStream:
             acks.append((end, timestamp))
         if self.pending:
             self._expire(timestamp)
+            self._arm()
 
     def acked_unseen(self) -> bool:
         """Whether the peer has acknowledged bytes of this stream not yet seen."""
@@ -192,18 +204,37 @@ class TcpStream:
         while self.pending:
             self._skip_to_pending(ACKED if self.acked_unseen() else LOST)
 
+    def expire(self, now: int) -> None:
+        """Capture time is `now` (a wake-up: the connection may have fallen silent)."""
+        if self.pending:
+            self._expire(now)
+            self._arm()
+
     def _expire(self, now: int) -> None:
         """Declare holes lost that are older than their wait."""
-        limits = self.budget.limits
         while self.pending:
-            since = self.pending[0][4]
-            if self.acked_unseen() and self.acks:
-                since, wait, reason = min(since, self.acks[0][1]), limits.acked_wait, ACKED
-            else:
-                wait, reason = limits.hole_wait, LOST
+            since, wait, reason = self._wait()
             if now - since <= wait:
                 return
             self._skip_to_pending(reason)
+
+    def _wait(self) -> tuple[int, int, str]:
+        """Since when the first hole waits, how long it may, and why it is lost after."""
+        limits = self.budget.limits
+        since = self.pending[0][4]
+        if self.acked_unseen() and self.acks:
+            return min(since, self.acks[0][1]), limits.acked_wait, ACKED
+        return since, limits.hole_wait, LOST
+
+    def _arm(self) -> None:
+        """Bytes are held behind a hole: be woken when its wait runs out, should no packet
+        of this connection come by then."""
+        wake = self.budget.wake
+        if self.pending and wake is not None:
+            since, wait, _reason = self._wait()
+            if since + wait != self.armed:
+                self.armed = since + wait
+                wake(since + wait, self.pending[0][3])
 
     def reaches_fin(self) -> bool:
         """Whether the FIN is seen and every byte before it arrived, but for holes before
@@ -289,7 +320,7 @@ class TcpStream:
 class TcpConnection:
     """Both directions of one TCP connection; side 0 is the address whose packet came first."""
 
-    __slots__ = ("addresses", "first_packet", "handler", "limits", "streams", "syn_sender")
+    __slots__ = ("addresses", "first_packet", "handler", "limits", "streams", "syn_sender", "waker")
 
     def __init__(self, first: Address, second: Address, syn_sender: int | None,
                  limits: HoldLimits | None = None, first_packet: int = 0) -> None:
@@ -299,12 +330,28 @@ class TcpConnection:
         self.limits = limits or HoldLimits()
         self.handler: ConnectionHandler | None = None
         self.streams: tuple[TcpStream, TcpStream] | None = None
+        self.waker: Callable[[TcpConnection, int, int], None] | None = None  # its tracker's
+
+    def wake(self, at: int, number: int) -> None:
+        """Have the handler's `expire` called at the first packet after capture time `at`
+        (of whichever connection), if the connection is still open then; `number`: the
+        packet that made it wait."""
+        if self.waker is not None:
+            self.waker(self, at, number)
 
     def attach(self, handler: ConnectionHandler) -> None:
         self.handler = handler
         first, second = handler.sinks()
-        budget = HeldBytes(self.limits)
+        budget = HeldBytes(self.limits, self.wake)
         self.streams = (TcpStream(first, budget), TcpStream(second, budget))
+
+    def expire(self, now: int) -> None:
+        """Capture time is `now`, past a wake-up asked for: holes whose wait ran out are
+        lost, then the handler hears of it (a response waiting for its request)."""
+        for stream in self.streams or ():
+            stream.expire(now)
+        if self.streams is not None and self.handler is not None:
+            self.handler.expire(now)
 
     def stop(self) -> None:
         """Not interesting after all: reassembly stops, later packets are dropped."""
@@ -349,15 +396,21 @@ class ConnectionTracker:
     dictionary lookup (as after the handler calls `TcpConnection.stop`).
 
     `closing`, when set, hears why each connection the capture's clock or end closes
-    is closed, just before: `(1, time, packet)` for a grace after both FINs that began
-    at that packet and ran out, `(2, first packet, 0)` at the end of the capture.
+    is closed, or woken (`TcpConnection.wake`), just before: `(1, time, packet)` for a
+    grace after both FINs that began at that packet and ran out, or for a wake-up asked
+    for that time at that packet; `(2, first packet, 0)` at the end of the capture.
     Those keys order the closings as one tracker of every connection does them.
+
+    `due` is the capture time after which a packet has something for `tick` to do.
     """
 
     def __init__(self, open_connection: Opener, limits: HoldLimits | None = None) -> None:
         self.open_connection = open_connection
         self.limits = limits or HoldLimits()
         self.ending: list[tuple[int, int, TcpConnection]] = []  # heap: FIN both ways, holes left
+        self.wakes: list[tuple[int, int, int, TcpConnection]] = []  # heap: time, packet, order, connection
+        self.woken = 0  # wake-ups asked for: their order among equal times and packets
+        self.due = NEVER
         self.table: dict[FlowKey, tuple[TcpConnection, int]] = {}
         self.closed = [OrderedDict[FlowKey, None]() for _ in range(CLOSED_BUCKETS)]
         self.closing: Callable[[tuple[int, int, int]], None] | None = None
@@ -388,19 +441,41 @@ class ConnectionTracker:
                 stream.segment(seq, payload, missing, number, timestamp)
             if stream.fin_offset is not None and connection.complete():  # a late segment
                 self._close(connection)
-        if self.ending and timestamp - self.ending[0][0] > self.limits.acked_wait:
+        if timestamp > self.due:
             self.tick(timestamp)
 
     def tick(self, now: int) -> None:
         """Capture time is `now` (any packet says so, of whichever connection): close the
-        connections whose grace after both FINs has run out, oldest first; holes are lost."""
-        ending = self.ending
-        while ending and now - ending[0][0] > self.limits.acked_wait:
+        connections whose grace after both FINs has run out (holes are lost), and wake
+        those that asked to be woken before `now`, in the order of their times."""
+        ending, wakes, grace = self.ending, self.wakes, self.limits.acked_wait
+        due: list[tuple[int, int, int, int, TcpConnection]] = []
+        while ending and now - ending[0][0] > grace:
             ended, number, connection = heapq.heappop(ending)
-            if connection.streams is not None:
-                if self.closing is not None:
-                    self.closing((1, ended, number))
+            due.append((ended, number, 0, 0, connection))
+        while wakes and now > wakes[0][0]:
+            at, number, order, connection = heapq.heappop(wakes)
+            due.append((at, number, 1, order, connection))
+        due.sort(key=lambda event: event[:4])
+        for at, number, kind, _order, connection in due:
+            if connection.streams is None:  # closed since
+                continue
+            if self.closing is not None:
+                self.closing((1, at, number))
+            if kind == 0:
                 self._close(connection)
+            else:
+                connection.expire(now)
+        self._due()
+
+    def _wake(self, connection: TcpConnection, at: int, number: int) -> None:
+        self.woken += 1
+        heapq.heappush(self.wakes, (at, number, self.woken, connection))
+        self.due = min(self.due, at)
+
+    def _due(self) -> None:
+        self.due = min(self.ending[0][0] + self.limits.acked_wait if self.ending else NEVER,
+                       self.wakes[0][0] if self.wakes else NEVER)
 
     def finish(self) -> None:
         """The end of the capture: every connection still open is flushed and closed."""
@@ -440,6 +515,7 @@ class ConnectionTracker:
                 self._close(connection)
             elif connection.finished():  # only holes left: a grace for late segments
                 heapq.heappush(self.ending, (timestamp, number, connection))
+                self._due()
 
     def _syn(self, number: int, raw: RawSegment, entry: tuple[TcpConnection, int] | None
              ) -> tuple[TcpConnection, int]:
@@ -462,6 +538,7 @@ class ConnectionTracker:
     def _open(self, number: int, first: Address, second: Address, syn_sender: int | None
               ) -> TcpConnection:
         connection = TcpConnection(first, second, syn_sender, self.limits, number)
+        connection.waker = self._wake
         handler = self.open_connection(connection)
         if handler is not None:
             connection.attach(handler)

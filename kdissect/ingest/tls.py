@@ -414,6 +414,11 @@ class TlsLayer:
         """One direction's plaintext stream (None once stopped), as a TCP connection's."""
         return None if self._plain is None else self._plain[side]
 
+    def wake(self, at: int, number: int) -> None:
+        """As a TCP connection's (`TcpConnection.wake`): the TCP connection's wakes the layer's
+        connection (`KafkaConnection.expire`)."""
+        self.tcp.wake(at, number)
+
     def stop(self) -> None:
         self.stopped = True
         self._plain = None
