@@ -175,7 +175,8 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION_UNITS = {"us": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+SHORTEST_INTERVAL = 1e-6  # seconds: --interval finer than a microsecond says nothing more
 
 
 def _duration(text: str) -> float:
@@ -187,6 +188,8 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 10s, 500ms or 1m") from None
     if not seconds > 0 or seconds == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive duration")
+    if seconds < SHORTEST_INTERVAL:
+        raise argparse.ArgumentTypeError(f"{text!r} is shorter than a microsecond (1us)")
     return seconds
 
 

@@ -108,6 +108,45 @@ def test_interval_buckets_count_from_the_first_packet():
     assert len(text) == 3 + len(rows) + 1
 
 
+def test_a_fine_interval_over_a_long_quiet_capture_stays_as_small_as_its_messages(tmp_path):
+    """Two exchanges an hour apart, in 0.5 ms buckets: 7.2 million buckets, all but a few
+    empty. Stretches of three or more empty buckets are one line of the text and left out
+    of the JSON; shorter ones show as they are (the bucket between a request and its
+    answer, 1 ms later)."""
+    from tests.craft import (
+        Conversation,
+        ethernet,
+        kafka_response,
+        metadata_request,
+        records,
+        write_pcap,
+    )
+
+    talk = Conversation.between(("10.0.0.1", 40000), ("10.0.0.2", 9092))
+    talk.handshake()
+    for correlation_id in (1, 2):
+        talk.send(True, metadata_request(correlation_id))
+        talk.send(False, kafka_response(correlation_id, b"\x00" * 40))
+    first, second = talk.packets[:5], talk.packets[5:]  # handshake and exchange 1; exchange 2
+    path = write_pcap(tmp_path / "quiet.pcap", records(first, wrap=ethernet)
+                      + records(second, start=1_700_003_600.0, wrap=ethernet))
+    text = lines("--interval", "0.5ms", path)
+    assert len(text) < 20
+    stretches = [int(found) for found in re.findall(r"\((\d+) intervals without messages\)", "\n".join(text))]
+    handshake, between = sorted(stretches)  # before the first message; between the exchanges
+    assert handshake == 6 and abs(between - (7_200_000 - 9)) <= 1
+    rows = json.loads(run("--interval", "0.5ms", "-T", "json", path).stdout)["intervals"]
+    assert sum(row["requests"] for row in rows) == 2 and sum(row["responses"] for row in rows) == 2
+    assert len(rows) <= 8 and (0, 0) in [(row["requests"], row["responses"]) for row in rows]
+    assert all(row["end"] - row["start"] == pytest.approx(0.0005) for row in rows)
+
+
+def test_an_interval_finer_than_a_microsecond_is_refused_in_one_line():
+    result = run("--interval", "1e-310s", QUORUM, check=False)
+    assert result.returncode == 2 and "shorter than a microsecond" in result.stderr
+    assert len(lines("--interval", "1us", QUORUM)) > 3
+
+
 def test_stats_as_json_count_what_the_text_counts():
     data = json.loads(run("--stats", "-T", "json", PRODUCERS).stdout)
     apis = {(a["api"], a["version"]): a for a in data["apis"]}

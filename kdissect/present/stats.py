@@ -25,6 +25,7 @@ from kdissect.present.summary import body_plan, error_counts
 NOT_DECODED = "n/d"
 _PERCENTILES = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
 WRAP = 100  # columns for wrapped lists of error names
+EMPTY_RUN = 3  # --interval: from this many buckets in a row without a message, one line tells them
 
 
 @dataclass(slots=True)
@@ -228,7 +229,12 @@ class Statistics:
         lines = _title(f"Intervals of {self.interval:g} s from the capture's first packet",
             f"{'start':>10} {'end':>10} {'req':>7} {'resp':>7} {'errors':>6} {'p99 ms':>10}")
         assert self.interval is not None
-        for row in self.interval_rows():
+        interval, following = self.interval, 0  # the bucket after the previous row's
+        for index, row in self._interval_rows():
+            if index > following:  # a stretch without messages, told in one line
+                lines.append(f"{following * interval:>10.3f} {index * interval:>10.3f}   "
+                             f"({index - following} intervals without messages)")
+            following = index + 1
             p99 = "-" if row["p99_ms"] is None else f"{row['p99_ms']:.3f}"
             errors = f"{row['errors']}" + ("+" if row["undecoded"] else "")
             lines.append(f"{row['start']:>10.3f} {row['end']:>10.3f} {row['requests']:>7} "
@@ -238,18 +244,29 @@ class Statistics:
         return lines
 
     def interval_rows(self) -> list[dict[str, Any]]:
-        """Every bucket from the first to the last, empty ones included."""
+        """A row per bucket from the first to the last, but for stretches of `EMPTY_RUN` or
+        more buckets in a row without a message, which are left out: a fine interval over
+        a long, mostly quiet capture stays as small as its messages."""
+        return [row for _index, row in self._interval_rows()]
+
+    def _interval_rows(self) -> list[tuple[int, dict[str, Any]]]:
         if not self.buckets or self.interval is None:
             return []
-        rows = []
-        for index in range(max(self.buckets) + 1):
-            bucket = self.buckets.get(index, Bucket())
-            latency = bucket.latency.summary()
-            rows.append({"start": index * self.interval, "end": (index + 1) * self.interval,
-                         "requests": bucket.requests, "responses": bucket.responses,
-                         "errors": bucket.errors, "undecoded": bucket.undecoded,
-                         "p99_ms": None if latency is None else latency["p99"]})
+        rows, following = [], 0
+        for index in sorted(self.buckets):
+            if index - following < EMPTY_RUN:  # a short stretch without messages: shown as it is
+                rows += [(empty, self._interval_row(empty, Bucket())) for empty in range(following, index)]
+            rows.append((index, self._interval_row(index, self.buckets[index])))
+            following = index + 1
         return rows
+
+    def _interval_row(self, index: int, bucket: Bucket) -> dict[str, Any]:
+        assert self.interval is not None
+        latency = bucket.latency.summary()
+        return {"start": index * self.interval, "end": (index + 1) * self.interval,
+                "requests": bucket.requests, "responses": bucket.responses,
+                "errors": bucket.errors, "undecoded": bucket.undecoded,
+                "p99_ms": None if latency is None else latency["p99"]}
 
     def _top_lines(self) -> list[str]:
         lines = _title(f"Slowest {self.top} exchanges")
