@@ -208,7 +208,8 @@ def test_thresholds_change_what_is_found():
     assert "quorum.hw_stall" in kinds
 
 
-@pytest.mark.parametrize("setting", ["nope=1", "voter_lag", "voter_lag=abc", "slow_ms=-1"])
+@pytest.mark.parametrize("setting", ["nope=1", "voter_lag", "voter_lag=abc", "slow_ms=-1", "slow_ms=nan", "slow_ms=inf",
+                                     "slow_factor=1e400"])
 def test_bad_threshold_settings_are_refused_with_a_reason(setting):
     with pytest.raises(ValueError, match="threshold"):
         Thresholds.parse([setting])

@@ -106,8 +106,8 @@ class Thresholds:
                 value = (int if kind.type in ("int", int) else float)(text)
             except ValueError:
                 raise ValueError(f"threshold {name} needs a number, not {text!r}") from None
-            if value < 0:
-                raise ValueError(f"threshold {name} must not be negative")
+            if not 0 <= value < float("inf"):  # (nan too: it would compare false with everything)
+                raise ValueError(f"threshold {name} must be a finite number, not negative")
             changes[kind.name] = value
         return cls(**changes)
 
