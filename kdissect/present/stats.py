@@ -263,7 +263,8 @@ class Statistics:
     def _interval_row(self, index: int, bucket: Bucket) -> dict[str, Any]:
         assert self.interval is not None
         latency = bucket.latency.summary()
-        return {"start": index * self.interval, "end": (index + 1) * self.interval,
+        step = round(self.interval * 1e9)  # ns: the bounds as decimal as the interval, at any distance
+        return {"start": index * step / 1e9, "end": (index + 1) * step / 1e9,
                 "requests": bucket.requests, "responses": bucket.responses,
                 "errors": bucket.errors, "undecoded": bucket.undecoded,
                 "p99_ms": None if latency is None else latency["p99"]}
