@@ -256,34 +256,42 @@ def test_capture_without_kafka_says_which_ports_it_holds(tmp_path: Path) -> None
         "if Kafka runs on another port, name it with --port"]
 
 
+def _then_another_connection(tmp_path: Path, quiet: Conversation, exchanges: int) -> Path:
+    """A capture of `quiet`'s packets, then, 5 s later, `exchanges` exchanges of another
+    connection, whose packets move capture time on."""
+    busy = Conversation.between(("10.0.0.3", 40001), ("10.0.0.2", 9092))
+    busy.handshake()
+    for i in range(1, exchanges + 1):
+        busy.send(True, metadata_request(i))
+        busy.send(False, kafka_response(i, b"\x00" * 40))
+    return write_pcap(tmp_path / "c.pcap", records(quiet.packets, wrap=ethernet)
+                      + records(busy.packets, start=1_700_000_005.0, wrap=ethernet))
+
+
+def _order(path: Path, jobs: int) -> list[tuple[int, bool, int | None]]:
+    """Each message's connection, direction and correlation id, read with `jobs` processes."""
+    from kdissect import parallel
+
+    messages = read_messages(path) if jobs == 1 else (m for m, _prepared in parallel.read_messages([path], jobs))
+    return [(m.frame.connection.index, m.is_request, m.correlation_id) for m in messages]
+
+
 def test_a_response_waiting_for_its_request_on_a_silent_connection_goes_once_capture_time_passes(
         tmp_path: Path) -> None:
     """Response 2 acknowledges request bytes the capture lost, so it waits for them (they
     may still come, reordered), up to a second of capture time. Its connection then falls
     silent; another one's packets, 5 s later, move capture time on: the response comes out
     at its own place, before them, not at the end of the capture. Two jobs agree."""
-    from kdissect import parallel
-
     quiet = Conversation.between(("10.0.0.1", 40000), ("10.0.0.2", 9092))
     quiet.handshake()
     for i in (1, 2):
         quiet.send(True, metadata_request(i))
         quiet.send(False, kafka_response(i, b"\x00" * 40))
     del quiet.packets[5]  # request 2: its bytes are acknowledged by the response, never seen
-    busy = Conversation.between(("10.0.0.3", 40001), ("10.0.0.2", 9092))
-    busy.handshake()
-    for i in range(1, 4):
-        busy.send(True, metadata_request(i))
-        busy.send(False, kafka_response(i, b"\x00" * 40))
-    path = write_pcap(tmp_path / "c.pcap", records(quiet.packets, wrap=ethernet)
-                      + records(busy.packets, start=1_700_000_005.0, wrap=ethernet))
+    path = _then_another_connection(tmp_path, quiet, 3)
     expected = [(0, True, 1), (0, False, 1), (0, False, 2),
                 (1, True, 1), (1, False, 1), (1, True, 2), (1, False, 2), (1, True, 3), (1, False, 3)]
-    one = [(m.frame.connection.index, m.is_request, m.correlation_id) for m in read_messages(path)]
-    assert one == expected
-    two = [(m.frame.connection.index, m.is_request, m.correlation_id)
-           for m, _prepared in parallel.read_messages([path], 2)]
-    assert two == expected
+    assert _order(path, 1) == expected and _order(path, 2) == expected
 
 
 def test_bytes_held_behind_a_hole_on_a_silent_connection_go_once_its_wait_runs_out(
@@ -293,8 +301,6 @@ def test_bytes_held_behind_a_hole_on_a_silent_connection_go_once_its_wait_runs_o
     FIN; another one's packets, 5 s later, move capture time on: the hole is declared lost
     at once, and both responses come out there, before that connection's messages, not at
     the end of the capture. Two jobs agree."""
-    from kdissect import parallel
-
     quiet = Conversation.between(("10.0.0.1", 40000), ("10.0.0.2", 9092))
     quiet.handshake()
     quiet.send(True, metadata_request(1))
@@ -303,18 +309,9 @@ def test_bytes_held_behind_a_hole_on_a_silent_connection_go_once_its_wait_runs_o
     quiet.send(True, metadata_request(2))
     quiet.send(False, kafka_response(2, b"\x00" * 40))
     del quiet.packets[lost]
-    busy = Conversation.between(("10.0.0.3", 40001), ("10.0.0.2", 9092))
-    busy.handshake()
-    for i in range(1, 3):
-        busy.send(True, metadata_request(i))
-        busy.send(False, kafka_response(i, b"\x00" * 40))
-    path = write_pcap(tmp_path / "c.pcap", records(quiet.packets, wrap=ethernet)
-                      + records(busy.packets, start=1_700_000_005.0, wrap=ethernet))
+    path = _then_another_connection(tmp_path, quiet, 2)
     expected = [(0, True, 1), (0, True, 2), (0, False, 1), (0, False, 2),
                 (1, True, 1), (1, False, 1), (1, True, 2), (1, False, 2)]
+    assert _order(path, 1) == expected and _order(path, 2) == expected
     messages = list(read_messages(path))
-    assert [(m.frame.connection.index, m.is_request, m.correlation_id) for m in messages] == expected
     assert not messages[2].frame.complete and messages[3].frame.complete
-    two = [(m.frame.connection.index, m.is_request, m.correlation_id)
-           for m, _prepared in parallel.read_messages([path], 2)]
-    assert two == expected
