@@ -475,7 +475,7 @@ def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
         evidence_rows = [{"time": r["time"], "number": r["request"]} for r in slow]
         evidence_rows += [{"time": r["time"], "number": r["response"]} for r in slow]
         worst = max(slow, key=lambda r: r["beyond_ms"])
-        details: dict[str, Any] = {"count": len(slow), "api": api, "worst_ms": round(worst["latency_ms"], 3)}
+        details: dict[str, Any] = {"api": api, "worst_ms": round(worst["latency_ms"], 3)}
         if any(waits.get(r["request"], 0) > 0 for r in items):  # judged beyond the waits asked for
             summary = (f"{len(slow)} slow {api} exchange(s): up to {worst['latency_ms']:.1f} ms, "
                        f"{worst['beyond_ms']:.1f} ms beyond the wait its request allowed "
@@ -485,7 +485,8 @@ def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
             summary = (f"{len(slow)} slow {api} exchange(s): up to {worst['latency_ms']:.1f} ms "
                        f"(median {median:.1f} ms over {len(items)})")
             details["median_ms"] = round(median, 3)
-        yield _finding("traffic.slow", Severity.MEDIUM, summary, evidence_rows, evidence.streams, **details)
+        yield _finding("traffic.slow", Severity.MEDIUM, summary, evidence_rows, evidence.streams,
+                       count=len(slow), **details)
 
 
 @detector("traffic.errors")

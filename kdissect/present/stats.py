@@ -229,10 +229,10 @@ class Statistics:
         lines = _title(f"Intervals of {self.interval:g} s from the capture's first packet",
             f"{'start':>10} {'end':>10} {'req':>7} {'resp':>7} {'errors':>6} {'p99 ms':>10}")
         assert self.interval is not None
-        interval, following = self.interval, 0  # the bucket after the previous row's
+        following = 0  # the bucket after the previous row's
         for index, row in self._interval_rows():
             if index > following:  # a stretch without messages, told in one line
-                lines.append(f"{following * interval:>10.3f} {index * interval:>10.3f}   "
+                lines.append(f"{self._bound(following):>10.3f} {self._bound(index):>10.3f}   "
                              f"({index - following} intervals without messages)")
             following = index + 1
             p99 = "-" if row["p99_ms"] is None else f"{row['p99_ms']:.3f}"
@@ -260,11 +260,15 @@ class Statistics:
             following = index + 1
         return rows
 
-    def _interval_row(self, index: int, bucket: Bucket) -> dict[str, Any]:
+    def _bound(self, index: int) -> float:
+        """Where bucket `index` starts, in seconds from the capture's first packet: from whole
+        nanoseconds, so the bounds read as decimal as the interval at any distance."""
         assert self.interval is not None
+        return index * round(self.interval * 1e9) / 1e9
+
+    def _interval_row(self, index: int, bucket: Bucket) -> dict[str, Any]:
         latency = bucket.latency.summary()
-        step = round(self.interval * 1e9)  # ns: the bounds as decimal as the interval, at any distance
-        return {"start": index * step / 1e9, "end": (index + 1) * step / 1e9,
+        return {"start": self._bound(index), "end": self._bound(index + 1),
                 "requests": bucket.requests, "responses": bucket.responses,
                 "errors": bucket.errors, "undecoded": bucket.undecoded,
                 "p99_ms": None if latency is None else latency["p99"]}
