@@ -72,7 +72,9 @@ as they come, with the capture's number of each message and index of each connec
 events once its share is read, at once (the keys of its frames as one array, which the
 parent puts in order at numpy's speed: while the workers read, the parent does nothing
 that would take a core from them); the messages are made from them, by the same merge,
-when first asked for (`MessagesToCome`). `progress` hears of the bytes of packet records read, as
+when first asked for (`MessagesToCome`). As a `prepare` that decodes bodies, `finish` is
+first run by the parent on the capture's first kilobytes' messages (`warm`), while a
+forked child makes the share plan. `progress` hears of the bytes of packet records read, as
 far as the merge has come (the command's progress bar).
 
 Bounds: a worker holds what one process holds for its connections, plus one batch
@@ -347,7 +349,13 @@ def read_to_come(
     options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": MAX_FRAME_SIZE,
                "max_held": MAX_HELD_BYTES, "show_secrets": show_secrets, "names": paths,
                "definitions": portable_definitions(), "hold": True}
-    team = _Team(paths, jobs, options, None, finish, worker_context(finish, *preload), ahead=0, duplex=True)
+    context = worker_context(finish, *preload)
+    plan = None
+    if context.get_start_method() == "fork":
+        with _PlanBeside(paths, jobs) as planned:  # the plan made while this process warms up
+            warm(paths[0], options, finish=finish)
+            plan = planned.result()
+    team = _Team(paths, jobs, options, None, finish, context, ahead=0, duplex=True, plan=plan)
     try:
         kept = [team.keys(index) for index in range(jobs)]  # no bound: none waits for another
         merged = _Merge(team, report, None, None, {}, keep_numbers=True)
@@ -471,17 +479,20 @@ def worker_context(*uses: Any) -> Any:
     return context
 
 
-def warm(path: str, options: dict[str, Any], prepare: Prepare) -> None:
+def warm(path: str, options: dict[str, Any], prepare: Prepare | None = None, finish: Finish | None = None) -> None:
     """Before the workers are forked: what `prepare` makes of the messages of the capture's
-    first `WARM_BYTES`, made here and thrown away, for what it leaves behind.
+    first `WARM_BYTES`, or what `finish` makes of them all, made here and thrown away, for
+    what it leaves behind.
 
     The first message of each API, version and direction costs far more than the next
     ones: its decoder and its -V writer are generated and compiled, its plan built (for
-    -V, about a third of a second of CPU on mixed traffic). Each worker paid that again;
+    -V, about a third of a second of CPU on mixed traffic; for the per-API tables, the
+    modules that make them imported too, five hundredths). Each worker paid that again;
     made once here, every forked worker inherits it, and pays only for the APIs the
     capture's start did not show. The price is that start read twice (a few hundredths
-    of a second). Nothing made here reaches the output: it only fills what a process
-    fills on first use (the same whichever message fills it).
+    of a second, made while a child makes the share plan: `_PlanBeside`). Nothing made
+    here reaches the output: it only fills what a process fills on first use (the same
+    whichever message fills it).
     """
     from kdissect.pipeline import read_messages as read_in_one
 
@@ -489,18 +500,25 @@ def warm(path: str, options: dict[str, Any], prepare: Prepare) -> None:
         return
     clock = CaptureClock()
     ready = None
+    kept: list[Message] = []
     try:
         with open(path, "rb") as file:
             head = io.BytesIO(file.read(WARM_BYTES))
         for message in read_in_one(head, ports=options["ports"], detect=options["detect"],
                                    max_frame_size=options["max_frame_size"], report=_ignore,
                                    clock=clock, show_secrets=options["show_secrets"]):
+            if prepare is None:
+                kept.append(message)
+                continue
             if ready is None:  # a copy, told the start as a worker is: the workers inherit `prepare` as it is
                 ready = pickle.loads(pickle.dumps(prepare))
                 started = getattr(ready, "started", None)
                 if started is not None:
                     ready = started(clock.start_ns)
             ready(message)
+        if finish is not None and kept:
+            for _part in finish(kept):
+                pass
     except Exception:  # a warm-up only (a compressed file cut short, say): the workers make the rest
         return
 

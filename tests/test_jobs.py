@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -340,6 +341,35 @@ def test_the_parent_makes_the_capture_start_ready_before_forking_and_keeps_nothi
     for name, data in (("cut.pcap.gz", gzip.compress(whole)[:5000]), ("none.pcap", b"not a capture" * 100)):
         (tmp_path / name).write_bytes(data)
         parallel.warm(str(tmp_path / name), options, _Recording())
+
+
+def _recording_finish(messages: list[Message]) -> Iterator[int]:
+    """A `finish` that records the messages it is given (by `parallel.warm`, in this process)."""
+    WARMED.append(("finish", len(messages)))
+    WARMED.extend(("message", message.number) for message in messages)
+    yield len(messages)
+
+
+def test_the_parent_warms_a_finish_up_on_the_capture_start_before_forking() -> None:
+    """`read_to_come`'s `finish` (the per-API tables) goes first over the messages of the
+    capture's first `WARM_BYTES`, here, all at once as a worker gives it its share's: the
+    workers then inherit what their first messages would have cost each of them."""
+    capture = CAPTURES / "incident.pcap"
+    options = {"ports": frozenset(parallel.DEFAULT_PORTS), "detect": True,
+               "max_frame_size": parallel.MAX_FRAME_SIZE, "show_secrets": False}
+    first = list(read_messages(str(capture)))
+    WARMED.clear()
+    parallel.warm(str(capture), options, finish=_recording_finish)
+    assert WARMED[0][0] == "finish" and 0 < WARMED[0][1] <= len(first)
+    assert WARMED[1:] == [("message", number) for number in range(1, WARMED[0][1] + 1)]
+    WARMED.clear()
+    forked = parallel.worker_context().get_start_method() == "fork"  # (else no child makes the plan)
+    to_come, finished = parallel.read_to_come([str(capture)], 2, finish=_recording_finish)
+    try:
+        assert [what for what, _count in WARMED[:1]] == (["finish"] if forked else [])  # here, not in a worker
+        assert len(to_come) == len(first)
+    finally:
+        finished.stop()
 
 
 def test_a_fifo_is_read_in_one_process(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
