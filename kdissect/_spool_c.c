@@ -6,11 +6,16 @@
  *                          are its bytes, copied without encoding it first) copied into the
  *                          writable buffer `memory` at offset `at`.
  *
+ *   place(memory, header, end, text)
+ *                          `spool.place`: where a ring puts `text` and the text copied
+ *                          there (its whole memory given: its header, then the ring).
+ *
  * The text of --jobs -V is written once into the ring and read by nothing but the output
  * (the kernel, when it is written out): copies of a few kilobytes and more bypass the
  * caches (non-temporal stores), which the worker's and the other workers' own data keep. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -43,6 +48,25 @@ copy(char *to, const char *from, Py_ssize_t length)
     memcpy(to, from, (size_t)length);
 }
 
+/* The text's bytes and length (bytes, or a str of ASCII characters only); -1 when it is neither. */
+static int
+text_bytes(PyObject *text, const char **from, Py_ssize_t *length)
+{
+    if (PyBytes_Check(text)) {
+        *from = PyBytes_AS_STRING(text);
+        *length = PyBytes_GET_SIZE(text);
+        return 0;
+    }
+    if (PyUnicode_Check(text) && PyUnicode_READY(text) == 0 && PyUnicode_IS_ASCII(text)) {
+        *from = (const char *)PyUnicode_DATA(text);
+        *length = PyUnicode_GET_LENGTH(text);
+        return 0;
+    }
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "a text is bytes, or a str of ASCII characters");
+    return -1;
+}
+
 static PyObject *
 put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -53,20 +77,10 @@ put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t at = PyLong_AsSsize_t(args[1]);
     if (at == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *text = args[2];
     const char *from;
     Py_ssize_t length;
-    if (PyBytes_Check(text)) {
-        from = PyBytes_AS_STRING(text);
-        length = PyBytes_GET_SIZE(text);
-    } else if (PyUnicode_Check(text) && PyUnicode_READY(text) == 0 && PyUnicode_IS_ASCII(text)) {
-        from = (const char *)PyUnicode_DATA(text);
-        length = PyUnicode_GET_LENGTH(text);
-    } else {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "a text is bytes, or a str of ASCII characters");
+    if (text_bytes(args[2], &from, &length) < 0)
         return NULL;
-    }
     Py_buffer memory;
     if (PyObject_GetBuffer(args[0], &memory, PyBUF_WRITABLE) < 0)
         return NULL;
@@ -80,8 +94,50 @@ put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+place(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "place(memory, header, end, text)");
+        return NULL;
+    }
+    Py_ssize_t header = PyLong_AsSsize_t(args[1]);
+    long long end = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    const char *from;
+    Py_ssize_t length;
+    if (text_bytes(args[3], &from, &length) < 0)
+        return NULL;
+    Py_buffer memory;
+    if (PyObject_GetBuffer(args[0], &memory, PyBUF_WRITABLE) < 0)
+        return NULL;
+    long long size = (long long)memory.len - header;
+    if (header < 8 || header % 8 || size <= 0 || ((uintptr_t)memory.buf & 7) || end < 0) {
+        PyBuffer_Release(&memory);
+        PyErr_SetString(PyExc_ValueError, "place: not a ring's memory");
+        return NULL;
+    }
+    long long start = end, at = end % size;
+    if (at + length > size) { /* a text lies whole: it starts the next turn */
+        start += size - at;
+        at = 0;
+    }
+    /* how far the merging process has written the ring out: an aligned 8-byte word,
+     * loaded whole (it may be older than the merge's latest, never torn) */
+    long long written = __atomic_load_n((const int64_t *)memory.buf, __ATOMIC_ACQUIRE);
+    if (start + length - written > size)
+        start = -1;
+    else
+        copy((char *)memory.buf + header + at, from, length);
+    PyBuffer_Release(&memory);
+    return PyLong_FromLongLong(start);
+}
+
 static PyMethodDef methods[] = {
     {"put", (PyCFunction)(void (*)(void))put, METH_FASTCALL, "put(memory, at, text): spool.Ring.put's copy, in C"},
+    {"place", (PyCFunction)(void (*)(void))place, METH_FASTCALL,
+     "place(memory, header, end, text): spool.place, in C"},
     {NULL, NULL, 0, NULL},
 };
 

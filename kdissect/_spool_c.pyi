@@ -1,5 +1,6 @@
-"""`spool.put` in C (_spool_c.c)."""
+"""`spool.put` and `spool.place` in C (_spool_c.c)."""
 
 from typing import Any
 
 def put(memory: Any, at: int, text: bytes | str, /) -> None: ...
+def place(memory: Any, header: int, end: int, text: bytes | str, /) -> int: ...

@@ -61,17 +61,30 @@ class Ring:
         """In the worker: `text` (bytes, or a str of ASCII characters only, which are its
         bytes) copied into the ring, and where it lies (offset, length); or its bytes when
         the ring has no room for it now."""
-        length, size = len(text), self.size
-        start = self.end
-        at = start % size
-        if at + length > size:  # a text lies whole: it starts the next turn
-            start += size - at
-            at = 0
-        if start + length - self.written.value > size:
+        start = _place(self.memory, HEADER_BYTES, self.end, text)
+        if start < 0:
             return text if isinstance(text, bytes) else text.encode("ascii")
-        _put(self.view, at, text)
+        length = len(text)
         self.end = start + length
         return start, length
+
+
+def place(memory: Any, header: int, end: int, text: bytes | str) -> int:
+    """Where the ring in `memory` (`header` bytes, the first eight how far the merging process
+    has written it out, then the ring) puts `text` (bytes, or a str of ASCII characters only)
+    when its next text goes at logical offset `end`, and `text` copied there; -1, and nothing
+    copied, when it has no room for it now. A text lies whole: one that would pass the
+    ring's end starts the next turn. The reference of `_spool_c.place` (`Ring.put`)."""
+    size, length = len(memory) - header, len(text)
+    start = end
+    at = start % size
+    if at + length > size:
+        start += size - at
+        at = 0
+    if start + length - ctypes.c_int64.from_buffer(memory).value > size:
+        return -1
+    _put(memoryview(memory)[header:], at, text)
+    return start
 
 
 def put(memory: Any, at: int, text: bytes | str) -> None:
@@ -85,6 +98,7 @@ def put(memory: Any, at: int, text: bytes | str) -> None:
 
 
 _put = native_or("kdissect._spool_c", "put", put)
+_place = native_or("kdissect._spool_c", "place", place)
 
 
 class Piece:

@@ -82,6 +82,37 @@ def test_the_copy_in_c_refuses_what_the_python_refuses() -> None:
         put_c(bytearray(10), 0, 5)
 
 
+def test_a_ring_places_texts_in_c_where_the_python_places_them() -> None:
+    """`spool.place` (where `Ring.put` puts a text) and `_spool_c.place`, over texts of many
+    lengths, bytes and ASCII strs, as the merging process writes some out: the same places,
+    the same refusals, the same memory."""
+    import random
+
+    place_c = pytest.importorskip("kdissect._spool_c").place
+    header, size = spool.HEADER_BYTES, 1000
+    memories = [bytearray(header + size) for _ in range(2)]
+    ends, written = [0, 0], 0
+    choose = random.Random(7)
+    for turn in range(3000):
+        length = choose.choice([0, 1, 7, 64, 300, 999, 1000, 1001, choose.randrange(600)])
+        text: bytes | str = bytes([turn % 128]) * length
+        if turn % 2:
+            text = text.decode("ascii")
+        places = [spool.place(memories[0], header, ends[0], text), place_c(memories[1], header, ends[1], text)]
+        assert places[0] == places[1] and memories[0] == memories[1], (turn, length)
+        if places[0] >= 0:
+            assert memories[0][header + places[0] % size:][:length] == bytes([turn % 128]) * length
+            ends = [places[0] + length] * 2
+        if choose.random() < 0.3:  # the merge writes out what was put
+            written = ends[0] - choose.randrange(min(ends[0], size) + 1)
+            for memory in memories:
+                memory[:8] = written.to_bytes(8, sys.byteorder)
+    with pytest.raises(ValueError):
+        place_c(bytearray(header + 10), header, 0, "\u00e9")
+    with pytest.raises(ValueError):
+        place_c(bytearray(header + 10), 3, 0, b"x")  # not a ring's header
+
+
 def test_an_ascii_text_goes_on_as_a_str_only_where_its_encoding_writes_ascii_alike() -> None:
     from kdissect.cli import _TextLines, build_parser
     from kdissect.pipeline import read_messages
