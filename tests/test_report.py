@@ -181,13 +181,33 @@ def test_chart_labels_are_escaped_and_large_series_thinned():
 
 
 def test_the_detail_budget_bounds_what_the_page_embeds(tmp_path):
-    out = tmp_path / "small.html"
-    done = run("report", str(CAPTURES / "incident.pcap"), "-o", str(out), "--detail-mb", "0.01")
+    """--detail-mb bounds the bytes of the page that messages' trees and bytes take (a tree
+    in JSON is several times its message's bytes; the names and descriptions of its fields
+    go once, in the page's string table): the earliest messages first, and from the first
+    that does not fit, none."""
+    pages = {}
+    for megabytes in ("0", "0.01"):
+        out = tmp_path / f"page-{megabytes}.html"
+        done = run("report", str(CAPTURES / "incident.pcap"), "-o", str(out), "--detail-mb", megabytes)
+        assert done.returncode == 0, done.stderr
+        pages[megabytes] = out.read_text()
+    assert page_json(pages["0"], "kd-details").strip("\n") == ""
+    lines = page_json(pages["0.01"], "kd-details").split("\n")  # a line per message, empty if left out
+    assert len(lines) == 229 and sum(len(line.encode()) for line in lines) <= 0.01 * 2**20
+    first_left_out = lines.index("")
+    assert 0 < first_left_out < len(lines) and all(lines[:first_left_out]) and not any(lines[first_left_out:])
+    frames = [base64.b64decode(json.loads(line)[0]) for line in lines[:first_left_out]]
+    capture = kdissect.read_pcap(CAPTURES / "incident.pcap")
+    assert frames == [capture.message(number).frame.data for number in range(1, first_left_out + 1)]
+
+
+def test_the_detail_budget_is_a_number_of_megabytes(tmp_path):
+    out = tmp_path / "page.html"
+    for wrong in ("nan", "-1", "lots"):
+        done = run("report", str(CAPTURES / "incident.pcap"), "-o", str(out), "--detail-mb", wrong)
+        assert done.returncode == 2 and "--detail-mb" in done.stderr and "Traceback" not in done.stderr
+        assert not out.exists()
+    done = run("report", str(CAPTURES / "incident.pcap"), "-o", str(out), "--detail-mb", "inf")  # no bound
     assert done.returncode == 0, done.stderr
     lines = page_json(out.read_text(), "kd-details").split("\n")
-    embedded = [base64.b64decode(json.loads(line)[0]) for line in lines if line]
-    assert 0 < len(embedded) < len(lines) and sum(map(len, embedded)) <= 0.01 * 2**20
-    first_left_out = lines.index("")  # the earliest messages first, until one does not fit
-    assert first_left_out > 0 and all(lines[:first_left_out])
-    left_out = kdissect.read_pcap(CAPTURES / "incident.pcap").message(first_left_out + 1)
-    assert sum(map(len, embedded[:first_left_out])) + len(left_out.frame.data) > 0.01 * 2**20
+    assert all(lines) and len(lines) == len(kdissect.read_pcap(CAPTURES / "incident.pcap"))

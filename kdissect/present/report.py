@@ -22,6 +22,7 @@ import dataclasses
 import gc
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from kdissect.present.analysis import Capture
 
 DETAIL_MAX_FRAME = 64 * 1024  # largest message whose tree and bytes go into the page
-DETAIL_BUDGET = 16 * 1024 * 1024  # frame bytes of all the messages with details, at most
+DETAIL_BUDGET = 64 * 1024 * 1024  # bytes of the page the messages' trees and bytes take, at most
 
 
 # -- the data the page's script reads ----------------------------------------------------
@@ -92,19 +93,32 @@ class PacketData:
     strings: Strings = field(default_factory=Strings)
     columns: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in "ntsdpcilkwx"})
     details: dict[int, str] = field(default_factory=dict)
-    detail_bytes: int = 0
+    detail_bytes: int = 0  # of the page, in the messages' lines of details
     base_time: float = 0.0
     budget: int = DETAIL_BUDGET
+    full: bool = False  # a message's details did not fit: no later one's go in
     addresses: dict[int, tuple[int, int]] = field(default_factory=dict)  # per connection
 
     def add_detail(self, message: Message, tree: Node) -> None:
+        """The message's tree and bytes into the page (given in message order), while they
+        fit in the budget: it counts what they take of the page (a tree in JSON is several
+        times the bytes it describes: ten times on mixed traffic), so that the page stays one
+        a browser opens whatever the traffic. The earliest messages go first; from the first
+        that does not fit, the rest are listed only (but for one larger than DETAIL_MAX_FRAME,
+        which is left out alone)."""
         data = message.frame.data
-        if len(data) > DETAIL_MAX_FRAME or self.detail_bytes + len(data) > self.budget:
+        if self.full or len(data) > DETAIL_MAX_FRAME:
             return
-        self.detail_bytes += len(data)
-        self.details[message.number] = json.dumps(
-            [base64.b64encode(data).decode("ascii"), compact_tree(tree, self.strings)],
-            ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        if self.detail_bytes + 4 * len(data) // 3 >= self.budget:  # its bytes alone, in base64
+            self.full = True
+            return
+        line = script_json(json.dumps([base64.b64encode(data).decode("ascii"), compact_tree(tree, self.strings)],
+                                      ensure_ascii=True, separators=(",", ":"), allow_nan=False))
+        if self.detail_bytes + len(line) > self.budget:
+            self.full = True
+            return
+        self.detail_bytes += len(line)
+        self.details[message.number] = line
 
     def add_row(self, message: Message) -> None:
         columns, strings = self.columns, self.strings
@@ -146,8 +160,8 @@ def script_json(value: Any) -> str:
 
 def build_report(capture: Capture, thresholds: Thresholds | None = None,
                  detail_budget: int = DETAIL_BUDGET) -> str:
-    """The whole page as one string; trees and bytes of messages up to `detail_budget`
-    frame bytes in all."""
+    """The whole page as one string; trees and bytes of the earliest messages, up to
+    `detail_budget` bytes of the page in all."""
     collecting = gc.isenabled()
     gc.disable()  # a pass that makes millions of acyclic lists: no cycles to collect
     try:
@@ -394,8 +408,8 @@ def report_main(argv: list[str]) -> int:
         "overview, findings, charts and a three-pane packet browser.")
     _files_option(parser)
     parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the page to write")
-    parser.add_argument("--detail-mb", type=float, default=DETAIL_BUDGET / 2**20, metavar="MB",
-                        help="frame megabytes whose trees and bytes go into the page, the "
+    parser.add_argument("--detail-mb", type=_megabytes, default=DETAIL_BUDGET / 2**20, metavar="MB",
+                        help="megabytes of the page given to messages' trees and bytes, the "
                         f"earliest messages first (default {DETAIL_BUDGET // 2**20}); the rest "
                         "are listed only")
     _common_options(parser)
@@ -404,7 +418,8 @@ def report_main(argv: list[str]) -> int:
     if capture is None:
         return 2
     started = time.monotonic()
-    page = build_report(capture, thresholds, detail_budget=int(max(args.detail_mb, 0) * 2**20))
+    budget = sys.maxsize if math.isinf(args.detail_mb) else int(args.detail_mb * 2**20)
+    page = build_report(capture, thresholds, detail_budget=budget)
     try:
         with open(args.output, "w", encoding="utf-8") as out:
             out.write(page)
@@ -443,6 +458,17 @@ def write_findings(found: list[Finding], out: IO[str], output: str, base: float 
             out.write(json.dumps(item.record(), ensure_ascii=True, default=str) + "\n")
     else:
         out.write(findings_module.render_text(found, base))
+
+
+def _megabytes(text: str) -> float:
+    """A `--detail-mb`: megabytes, zero or more; `inf` for no bound."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of megabytes") from None
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of megabytes (0 or more, or inf)")
+    return value
 
 
 def _files_option(parser: argparse.ArgumentParser) -> None:
