@@ -316,6 +316,15 @@ def test_findings_command_jsonl_gives_one_object_per_finding():
     assert records[0]["severity"] == "high" and records[0]["first_time"].endswith("+00:00")
 
 
+def test_findings_command_json_is_one_array_of_the_jsonl_objects():
+    lines = run("--findings", "-T", "jsonl", str(CAPTURES / "incident.pcap"))
+    array = run("--findings", "-T", "json", str(CAPTURES / "incident.pcap"))
+    assert lines.returncode == array.returncode == 0, array.stderr
+    assert json.loads(array.stdout) == [json.loads(line) for line in lines.stdout.splitlines()]
+    none = run("--findings", "-T", "json", str(CAPTURES / "tansu_records.pcap"))  # nothing went wrong
+    assert none.returncode == 0 and none.stdout == "[]\n"
+
+
 def test_findings_command_text_and_errors():
     done = run("--findings", str(CAPTURES / "quorum_story.pcap"))
     assert done.returncode == 0 and "quorum.leader_change" in done.stdout

@@ -432,15 +432,16 @@ def report_main(argv: list[str]) -> int:
 
 
 def findings_main(argv: list[str]) -> int:
-    """`kdissect --findings FILE [-T jsonl] [--threshold NAME=VALUE]`."""
+    """`kdissect --findings FILE [-T json|jsonl] [--threshold NAME=VALUE]`."""
     parser = argparse.ArgumentParser(
         prog="kdissect --findings",
         description="What went wrong in the capture, most severe first, with the message "
         "numbers as evidence.")
     parser.add_argument("--findings", action="store_true", required=True, help=argparse.SUPPRESS)
     _files_option(parser)
-    parser.add_argument("-T", "--output", choices=("text", "jsonl"), default="text",
-                        help="text (default) or jsonl: one object per finding")
+    parser.add_argument("-T", "--output", choices=("text", "json", "jsonl"), default="text",
+                        help="text (default); json: one array of the findings; jsonl: one "
+                        "object per finding, a line each")
     _common_options(parser)
     args = parser.parse_args(argv)
     capture, thresholds = _load(parser, args)
@@ -453,11 +454,16 @@ def findings_main(argv: list[str]) -> int:
 
 
 def write_findings(found: list[Finding], out: IO[str], output: str, base: float | None) -> None:
-    if output == "jsonl":
-        for item in found:
-            out.write(json.dumps(item.record(), ensure_ascii=True, default=str) + "\n")
-    else:
+    """The findings as text, or as JSON objects: a line each (jsonl), or those lines in one
+    array (json, laid out as the message list's)."""
+    if output == "text":
         out.write(findings_module.render_text(found, base))
+        return
+    lines = [json.dumps(item.record(), ensure_ascii=True, default=str) for item in found]
+    if output == "jsonl":
+        out.write("".join(line + "\n" for line in lines))
+    else:
+        out.write("[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n")
 
 
 def _megabytes(text: str) -> float:
