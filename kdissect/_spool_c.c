@@ -67,6 +67,16 @@ text_bytes(PyObject *text, const char **from, Py_ssize_t *length)
     return -1;
 }
 
+/* The text's bytes and the writable buffer `memory`, taken for a copy (the buffer to be
+ * released by the caller); -1 with an exception set when either cannot be. */
+static int
+take(PyObject *memory, PyObject *text, Py_buffer *view, const char **from, Py_ssize_t *length)
+{
+    if (text_bytes(text, from, length) < 0)
+        return -1;
+    return PyObject_GetBuffer(memory, view, PyBUF_WRITABLE);
+}
+
 static PyObject *
 put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -75,14 +85,10 @@ put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t at = PyLong_AsSsize_t(args[1]);
-    if (at == -1 && PyErr_Occurred())
-        return NULL;
     const char *from;
     Py_ssize_t length;
-    if (text_bytes(args[2], &from, &length) < 0)
-        return NULL;
     Py_buffer memory;
-    if (PyObject_GetBuffer(args[0], &memory, PyBUF_WRITABLE) < 0)
+    if ((at == -1 && PyErr_Occurred()) || take(args[0], args[2], &memory, &from, &length) < 0)
         return NULL;
     if (at < 0 || length > memory.len - at) {
         PyBuffer_Release(&memory);
@@ -103,14 +109,10 @@ place(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t header = PyLong_AsSsize_t(args[1]);
     long long end = PyLong_AsLongLong(args[2]);
-    if (PyErr_Occurred())
-        return NULL;
     const char *from;
     Py_ssize_t length;
-    if (text_bytes(args[3], &from, &length) < 0)
-        return NULL;
     Py_buffer memory;
-    if (PyObject_GetBuffer(args[0], &memory, PyBUF_WRITABLE) < 0)
+    if (PyErr_Occurred() || take(args[0], args[3], &memory, &from, &length) < 0)
         return NULL;
     long long size = (long long)memory.len - header;
     if (header < 8 || header % 8 || size <= 0 || ((uintptr_t)memory.buf & 7) || end < 0) {

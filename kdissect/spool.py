@@ -75,6 +75,8 @@ def place(memory: Any, header: int, end: int, text: bytes | str) -> int:
     when its next text goes at logical offset `end`, and `text` copied there; -1, and nothing
     copied, when it has no room for it now. A text lies whole: one that would pass the
     ring's end starts the next turn. The reference of `_spool_c.place` (`Ring.put`)."""
+    if isinstance(text, str) and not text.isascii():
+        raise ValueError("a text is bytes, or a str of ASCII characters")
     size, length = len(memory) - header, len(text)
     start = end
     at = start % size

@@ -107,8 +107,14 @@ def test_a_ring_places_texts_in_c_where_the_python_places_them() -> None:
             written = ends[0] - choose.randrange(min(ends[0], size) + 1)
             for memory in memories:
                 memory[:8] = written.to_bytes(8, sys.byteorder)
-    with pytest.raises(ValueError):
-        place_c(bytearray(header + 10), header, 0, "\u00e9")
+    full = bytearray(header + 10)
+    full[:8] = (-100).to_bytes(8, sys.byteorder, signed=True)  # nothing written out: no room
+    for place in (spool.place, place_c):
+        assert place(full, header, 0, "x" * 5) == -1
+        with pytest.raises(ValueError):  # not ASCII: refused, room or not
+            place(full, header, 0, "\u00e9")
+        with pytest.raises(ValueError):
+            place(bytearray(header + 10), header, 0, "\u00e9")
     with pytest.raises(ValueError):
         place_c(bytearray(header + 10), 3, 0, b"x")  # not a ring's header
 
