@@ -1156,16 +1156,19 @@ class _PlanBeside:
     """`_SharePlan.of(paths, jobs)` made by a forked child while this process does something
     else (`read_messages` warms up): a context whose `result` is a box holding the plan.
 
-    The child sends what the plan holds (`_SharePlan.state`: its buckets and the index's
-    chunks it kept, numpy arrays, about 33 bytes a record) down a pipe, and this process
-    maps the file again. Where the child cannot be forked or fails, `result` makes the plan
-    here, as it would have been made without a child. Only for a process that may fork
+    What the plan holds (`_SharePlan.state`: its buckets and the index's chunks it kept,
+    numpy arrays, about 33 bytes a record) the child writes into memory this process shares
+    with it (a memfd), while this process is still busy: only the pickle's frame, a few
+    hundred bytes, comes down a pipe, and the arrays are taken where they lie, not copied
+    (where no memfd can be made, they come down the pipe in the pickle). This process maps
+    the capture file again. Where the child cannot be forked or fails, `result` makes the
+    plan here, as it would have been made without a child. Only for a process that may fork
     (one thread, on Linux: `worker_context`). Leaving the context early (an exception)
     ends the child."""
 
     def __init__(self, paths: list[str], jobs: int) -> None:
         self.paths, self.jobs = paths, jobs
-        self.pid, self.reading = 0, -1
+        self.pid, self.reading, self.memory = 0, -1, -1
 
     def __enter__(self) -> _PlanBeside:
         import fcntl
@@ -1173,6 +1176,8 @@ class _PlanBeside:
         reading, writing = os.pipe()
         with contextlib.suppress(OSError):  # a larger pipe: the plan goes in fewer rounds
             fcntl.fcntl(writing, fcntl.F_SETPIPE_SZ, PLAN_PIPE_BYTES)
+        with contextlib.suppress(OSError, AttributeError):  # (no memfd: the arrays come down the pipe)
+            self.memory = os.memfd_create("kdissect-plan", os.MFD_CLOEXEC)
         try:
             self.pid = os.fork()
         except OSError:
@@ -1193,8 +1198,11 @@ class _PlanBeside:
             os.close(reading)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it
             plan = _SharePlan.of(self.paths, self.jobs)
+            state = None if plan is None else plan.state()
+            arrays: list[pickle.PickleBuffer] = []
+            frame = pickle.dumps(state, protocol=5, buffer_callback=arrays.append if self.memory >= 0 else None)
             with open(writing, "wb") as out:
-                pickle.dump(None if plan is None else plan.state(), out, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((frame, _shared(self.memory, arrays)), out, protocol=5)
             code = 0
         finally:
             os._exit(code)  # nothing of the parent's runs here: no atexit, no buffers flushed
@@ -1207,18 +1215,50 @@ class _PlanBeside:
             _pid, status = os.waitpid(self.pid, 0)
             self.pid = 0
             if status == 0 and sent:
-                state = pickle.loads(sent)
+                frame, places = pickle.loads(sent)
+                state = pickle.loads(frame, buffers=_mapped(self.memory, places))
                 with contextlib.suppress(NotIndexable):  # (the file changed since)
                     return [None if state is None else _SharePlan.of_state(self.paths[0], state)]
         return [_SharePlan.of(self.paths, self.jobs)]
 
     def __exit__(self, *_exception: object) -> None:
+        if self.memory >= 0:
+            os.close(self.memory)  # (a mapping of it lives on)
+            self.memory = -1
         if self.reading >= 0:
             os.close(self.reading)
         if self.pid:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
+
+
+def _shared(memory: int, arrays: list[pickle.PickleBuffer]) -> list[tuple[int, int]]:
+    """`arrays` (a pickle's out-of-band buffers) written into the memfd `memory`, each where
+    a cache line starts: the place (offset, length) of each."""
+    import mmap
+
+    places, size = [], 0
+    for array in arrays:
+        places.append((size, array.raw().nbytes))
+        size += -(-array.raw().nbytes // 64) * 64
+    if size:
+        os.ftruncate(memory, size)
+        with mmap.mmap(memory, size) as shared:
+            for (start, length), array in zip(places, arrays, strict=True):
+                shared[start:start + length] = array.raw()
+    return places
+
+
+def _mapped(memory: int, places: list[tuple[int, int]]) -> list[memoryview]:
+    """The buffers `_shared` wrote into `memory`, as read-only views of one mapping of it."""
+    import mmap
+
+    if not places:
+        return []
+    size = max(start + length for start, length in places)
+    view = memoryview(mmap.mmap(memory, size, access=mmap.ACCESS_READ))
+    return [view[start:start + length] for start, length in places]
 
 
 class _SharePlan:

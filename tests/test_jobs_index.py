@@ -6,6 +6,7 @@ that reads by the plan sending exactly what it sends when it reads every record.
 from __future__ import annotations
 
 import gzip
+import mmap
 import multiprocessing
 import os
 import struct
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from craft import Conversation, ethernet, metadata_request, metadata_response, records, write_pcap
 from hypothesis import given, settings
@@ -221,6 +223,34 @@ def test_the_plan_made_beside_the_warm_up_is_the_plan_made_here(
         assert planned.pid == 0 and len(box) == 1 and box[0] is not None
         assert plans_equal(box[0], expected)
         assert (box[0].kept is None) == (chunk == 50)
+
+
+def mapped(array: Any) -> bool:
+    """Whether numpy array `array` is a view of a mapping (an mmap), not memory of its own."""
+    while isinstance(array, np.ndarray):
+        array = array.base
+    return isinstance(array, memoryview) and isinstance(array.obj, mmap.mmap)
+
+
+@pytest.mark.parametrize("memfd", [True, False])
+def test_the_plan_made_beside_comes_through_shared_memory(
+        many: Path, monkeypatch: pytest.MonkeyPatch, memfd: bool) -> None:
+    """The child's arrays are taken where it wrote them, in a memfd both map, not copied
+    down the pipe (only the pickle's frame is); without memfds they come down the pipe,
+    and the plan is the same either way."""
+    if not memfd:
+        monkeypatch.delattr(os, "memfd_create")
+    sent: list[int] = []
+    loads = parallel.pickle.loads
+    monkeypatch.setattr(parallel.pickle, "loads", lambda data, **kw: sent.append(len(data)) or loads(data, **kw))
+    with parallel._PlanBeside([str(many)], 2) as planned:
+        box = planned.result()
+    plan = box[0]
+    assert plan is not None and plans_equal(plan, parallel._SharePlan.of([str(many)], 2))
+    arrays = [*plan.buckets, *(chunk.starts for chunk in plan.kept or [])]
+    assert all(mapped(array) == memfd for array in arrays)
+    carried = sum(array.nbytes for array in arrays)
+    assert (sent[0] < carried / 10) == memfd  # the pipe carried the frame only, or everything
 
 
 def test_a_file_with_no_plan_has_none_made_beside(tmp_path: Path) -> None:
