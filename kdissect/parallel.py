@@ -706,8 +706,9 @@ class _Merge:
         self.team, self.report, self.unreadable, self.clock = team, report, unreadable, clock
         self.prepared = prepared
         self.connections: dict[tuple[int, int], Connection] = {}
-        # per worker, with keep_numbers: the number of each message it sent, in its order
-        self.numbers: list[list[int]] = [[] for _ in team.pipes] if keep_numbers else []
+        # per worker, with keep_numbers: the number of each message it sent, in its order (a list,
+        # or an int64 array once `number` put the kept keys in order)
+        self.numbers: list[Any] = [[] for _ in team.pipes] if keep_numbers else []
 
     def paired(self, released: Callable[[list[tuple[Message, Any]]], None] | None = None,
                ) -> Iterator[tuple[Message, Any]]:
@@ -798,7 +799,7 @@ class _Merge:
             order = np.lexsort(every.T[::-1])  # as the keys sort as tuples, none equal to another
             placed = np.repeat(np.arange(len(keys)), [len(found) for found in keys])[order]
             for worker in range(len(keys)):
-                numbers[worker] += (np.flatnonzero(placed == worker) + 1).tolist()
+                numbers[worker] = np.flatnonzero(placed == worker) + 1  # an array: what `Finished` users take
         others = sorted(((key, worker, what, event) for worker, (_frames, found) in enumerate(kept)
                          for key, what, event in found if what != "start"), key=itemgetter(0))
         for _key, worker, what, event in others:

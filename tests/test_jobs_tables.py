@@ -161,7 +161,7 @@ def test_keys_beyond_64_bits_are_numbered_as_tuples() -> None:
     for both in (kept, [_compact(near), kept[1]]):  # as tuples, then as arrays
         merged = _Merge(SimpleNamespace(pipes=[None, None]), None, None, None, {}, keep_numbers=True)  # type: ignore[arg-type]
         merged.number(both)
-        assert merged.numbers == [[1, 3], [2, 4]]
+        assert [list(numbers) for numbers in merged.numbers] == [[1, 3], [2, 4]]
         assert [connection.server for connection in merged.connections.values()] == ["server"]
     assert [(key, what) for key, _worker, what, _event in _replayed(1, kept[1], ["a", "b"])] == [
         ((2, 0, 0, 0, 1), "open"), ((2, 0, 0, 0, 2), "frame"), ((4, 0, 0, 0, 3), "frame")]
