@@ -1255,9 +1255,9 @@ def _mapped(memory: int, places: list[tuple[int, int]]) -> list[memoryview]:
     """The buffers `_shared` wrote into `memory`, as read-only views of one mapping of it."""
     import mmap
 
-    if not places:
-        return []
-    size = max(start + length for start, length in places)
+    size = max((start + length for start, length in places), default=0)
+    if not size:  # (nothing written: no mapping, which could not be empty)
+        return [memoryview(b"") for _place in places]
     view = memoryview(mmap.mmap(memory, size, access=mmap.ACCESS_READ))
     return [view[start:start + length] for start, length in places]
 

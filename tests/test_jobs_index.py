@@ -253,6 +253,24 @@ def test_the_plan_made_beside_comes_through_shared_memory(
     assert (sent[0] < carried / 10) == memfd  # the pipe carried the frame only, or everything
 
 
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd on this system")
+@pytest.mark.parametrize("sizes", [[0, 0], [0, 3, 0, 1000], [5]])
+def test_arrays_written_to_shared_memory_come_back_as_they_were(sizes: list[int]) -> None:
+    """`_shared` then `_mapped`: a pickle's out-of-band arrays, empty ones too (nothing to
+    map then), each back with its values."""
+    arrays = [np.arange(size, dtype=np.int64) * 7 for size in sizes]
+    buffers: list[Any] = []
+    frame = parallel.pickle.dumps(arrays, protocol=5, buffer_callback=buffers.append)
+    memory = os.memfd_create("test")
+    try:
+        places = parallel._shared(memory, buffers)
+        back = parallel.pickle.loads(frame, buffers=parallel._mapped(memory, places))
+    finally:
+        os.close(memory)
+    assert all(start % 64 == 0 for start, _length in places)
+    assert [array.tolist() for array in back] == [array.tolist() for array in arrays]
+
+
 def test_a_file_with_no_plan_has_none_made_beside(tmp_path: Path) -> None:
     path = tmp_path / "capture.pcap.gz"
     path.write_bytes(gzip.compress(SHIPPED[0].read_bytes()))
