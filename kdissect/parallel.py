@@ -1217,8 +1217,8 @@ class _PlanBeside:
             self.pid = 0
             if status == 0 and sent:
                 frame, places = pickle.loads(sent)
-                state = pickle.loads(frame, buffers=_mapped(self.memory, places))
-                with contextlib.suppress(NotIndexable):  # (the file changed since)
+                with contextlib.suppress(NotIndexable, OSError):  # (the file changed since; no room to map)
+                    state = pickle.loads(frame, buffers=_mapped(self.memory, places))
                     return [None if state is None else _SharePlan.of_state(self.paths[0], state)]
         return [_SharePlan.of(self.paths, self.jobs)]
 

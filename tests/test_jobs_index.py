@@ -271,6 +271,17 @@ def test_arrays_written_to_shared_memory_come_back_as_they_were(sizes: list[int]
     assert [array.tolist() for array in back] == [array.tolist() for array in arrays]
 
 
+def test_a_plan_that_cannot_be_mapped_is_made_here(many: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No room to map what the child wrote: the plan is made here, as without a child."""
+    def refused(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(parallel, "_mapped", refused)
+    with parallel._PlanBeside([str(many)], 2) as planned:
+        box = planned.result()
+    assert box[0] is not None and plans_equal(box[0], parallel._SharePlan.of([str(many)], 2))
+
+
 def test_a_file_with_no_plan_has_none_made_beside(tmp_path: Path) -> None:
     path = tmp_path / "capture.pcap.gz"
     path.write_bytes(gzip.compress(SHIPPED[0].read_bytes()))
