@@ -296,10 +296,8 @@ def read_messages(
                "names": list(names or paths), "definitions": portable_definitions()}
     context = worker_context(prepare, finish, *preload)
     plan = None
-    if prepare is not None and getattr(prepare, "warm_up", False) and context.get_start_method() == "fork":
-        with _PlanBeside(paths, jobs) as planned:  # the plan made while this process warms up
-            warm(paths[0], options, prepare)
-            plan = planned.result()
+    if prepare is not None and getattr(prepare, "warm_up", False):
+        plan = _warmed(context, paths, jobs, options, prepare=prepare)
     team = _Team(paths, jobs, options, prepare, finish, context, spooled=bool(getattr(prepare, "spooled", False)),
                  plan=plan)
     team.progress = progress
@@ -350,11 +348,7 @@ def read_to_come(
                "max_held": MAX_HELD_BYTES, "show_secrets": show_secrets, "names": paths,
                "definitions": portable_definitions(), "hold": True}
     context = worker_context(finish, *preload)
-    plan = None
-    if context.get_start_method() == "fork":
-        with _PlanBeside(paths, jobs) as planned:  # the plan made while this process warms up
-            warm(paths[0], options, finish=finish)
-            plan = planned.result()
+    plan = _warmed(context, paths, jobs, options, finish=finish)
     team = _Team(paths, jobs, options, None, finish, context, ahead=0, duplex=True, plan=plan)
     try:
         kept = [team.keys(index) for index in range(jobs)]  # no bound: none waits for another
@@ -521,6 +515,17 @@ def warm(path: str, options: dict[str, Any], prepare: Prepare | None = None, fin
                 pass
     except Exception:  # a warm-up only (a compressed file cut short, say): the workers make the rest
         return
+
+
+def _warmed(context: Any, paths: list[str], jobs: int, options: dict[str, Any], prepare: Prepare | None = None,
+            finish: Finish | None = None) -> list[_SharePlan | None] | None:
+    """With forked workers: this process warmed up (`warm`) while a child makes the share
+    plan (`_PlanBeside`), and the plan; None (each worker makes it) otherwise."""
+    if context.get_start_method() != "fork":
+        return None
+    with _PlanBeside(paths, jobs) as planned:
+        warm(paths[0], options, prepare, finish)
+        return planned.result()
 
 
 def portable_definitions() -> tuple[DefinitionSource, ...] | None:
@@ -1241,8 +1246,9 @@ def _shared(memory: int, arrays: list[pickle.PickleBuffer]) -> list[tuple[int, i
 
     places, size = [], 0
     for array in arrays:
-        places.append((size, array.raw().nbytes))
-        size += -(-array.raw().nbytes // 64) * 64
+        length = array.raw().nbytes
+        places.append((size, length))
+        size += -(-length // 64) * 64
     if size:
         os.ftruncate(memory, size)
         with mmap.mmap(memory, size) as shared:
