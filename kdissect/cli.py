@@ -24,7 +24,7 @@ from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import CaptureClock, read_messages
 from kdissect.present.progress import Progress
-from kdissect.spool import SpooledOutput, number_text, read_all
+from kdissect.spool import Ring, SpooledOutput, number_text, read_all
 
 if TYPE_CHECKING:
     from kdissect.present.changes import ChangeMarker
@@ -797,6 +797,9 @@ class _TextLines:
         # whether the encoding writes ASCII as ASCII: then an ASCII text goes on as a str, whose
         # characters are its bytes (the worker copies them into its ring: `spool.Ring.put`)
         self.ascii = _writes_ascii(encoding)
+        # In a forked worker, its ring (`kdissect.parallel.Prepare`): an ASCII text is joined
+        # straight into it (`spool.Ring.put_lines`), not into a str that is then copied there.
+        self.ring: Ring | None = None
 
     @staticmethod
     def coding(out: IO[str], args: argparse.Namespace) -> tuple[str, str] | None:
@@ -815,11 +818,14 @@ class _TextLines:
         self.__init__(*state)  # type: ignore[misc]
 
     def started(self, start_ns: int) -> _TextLines:
-        return _TextLines(self.args, self.encoding, self.errors, start_ns)
+        started = _TextLines(self.args, self.encoding, self.errors, start_ns)
+        started.ring = self.ring
+        return started
 
-    def __call__(self, message: Message) -> tuple[bytes, int, int, int]:
-        """The text, the message's notes then (-1: some name messages by the worker's
-        numbers), and where in the text the summary line's notes start and end (bytes)."""
+    def __call__(self, message: Message) -> tuple[bytes | tuple[int, int], int, int, int]:
+        """The text (or where it lies in the worker's ring), the message's notes then (-1:
+        some name messages by the worker's numbers), and where in the text the summary line's
+        notes start and end (bytes)."""
         sink = self.sink
         if sink is None:
             sink = self.sink = _TextSink(io.StringIO(), self.args)  # writes nothing: its pieces are taken
@@ -837,6 +843,8 @@ class _TextLines:
         if sink.lines_only:
             return (line + "\n").encode(self.encoding, self.errors), notes, cut, end
         pieces = sink.pieces(message, line)
+        if self.ring is not None and self.ascii and (placed := self.ring.put_lines(pieces)) is not None:
+            return placed, notes, cut, end
         text = "\n".join(pieces)
         if text.isascii():  # as a str, its characters its bytes, where they are (`Ring.put`)
             return (text if self.ascii else text.encode(self.encoding, self.errors)), notes, cut, end  # type: ignore[return-value]

@@ -191,7 +191,9 @@ UNGUARDED = 87  # the exit code of a worker that found its script starting worke
 # first packet goes by, by what that returns: for what depends on the capture's start time.
 # One whose attribute `spooled` is true returns a tuple whose first item is bytes of the
 # output: with forked workers those reach the parent through shared memory (`kdissect.spool`),
-# as a `spool.Piece`, when there is room (else as bytes). One whose attribute `warm_up` is true
+# as a `spool.Piece`, when there is room (else as bytes); one that has an attribute `ring` is
+# given the worker's `spool.Ring` there, and may put its text in it itself: its first item
+# is then where the text lies, (offset, length), as `Ring.put_lines` gives it. One whose attribute `warm_up` is true
 # (one that decodes bodies) is first run by the parent on the capture's start (`warm`).
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Iterable[Any]]  # a worker's messages -> the parts it sends
@@ -557,7 +559,7 @@ class _Team:
         self.light = _light(prepare, options)  # the workers send "lights" batches (`kdissect.light`)
         # the workers' text rings (`Prepare`): shared memory that only a fork hands on
         forked = context.get_start_method() == "fork"
-        self.rings = rings(jobs) if spooled and forked else None
+        self.rings = rings(jobs, SPOOLED_BYTES) if spooled and forked else None
         # Forked workers inherit the plan made here (or given: `plan`, a box holding it), once,
         # rather than each making it alike; the box is emptied once they are forked, so that
         # the parent does not keep it.
@@ -858,6 +860,8 @@ class _Worker:
                  prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None) -> None:
         self.pipe, self.index, self.jobs, self.prepare, self.finish = pipe, index, jobs, prepare, finish
         self.ring = ring  # where the text `prepare` makes goes (`Prepare`), with room
+        if ring is not None and hasattr(prepare, "ring"):  # which it may put its text in itself
+            prepare.ring = ring  # type: ignore[union-attr]
         # a `prepare` whose text goes on in the rings may make an ASCII text a str (`spool.Ring.put`)
         self.spooled = bool(getattr(prepare, "spooled", False))
         self.light = _light(prepare, options)  # frames go light, in "lights" batches (`kdissect.light`)
@@ -1082,12 +1086,16 @@ class _Worker:
             self.pairer.add(message)
             if self.prepare is not None:
                 ready = self.prepare(message)
-                if self.light:  # its text, which ends a batch at LIGHT_BATCH_BYTES
-                    self.batch_text += len(ready[0])
-                if self.ring is not None and len(ready[0]) >= SPOOLED_BYTES:
-                    ready = (self.ring.put(ready[0]), *ready[1:])
-                elif self.spooled and type(ready[0]) is str:  # an ASCII text: its bytes
-                    ready = (ready[0].encode("ascii"), *ready[1:])
+                text = ready[0]
+                if type(text) is tuple:  # put in the ring by `prepare` itself: (offset, length)
+                    self.batch_text += text[1]
+                else:
+                    if self.light:  # its text, which ends a batch at LIGHT_BATCH_BYTES
+                        self.batch_text += len(text)
+                    if self.ring is not None and len(text) >= self.ring.least:
+                        ready = (self.ring.put(text), *ready[1:])
+                    elif self.spooled and type(text) is str:  # an ASCII text: its bytes
+                        ready = (text.encode("ascii"), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)
         if header is None:

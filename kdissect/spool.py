@@ -31,11 +31,11 @@ RING_BYTES = 128 * 1024 * 1024  # the workers' rings together (2 jobs: about wha
 HEADER_BYTES = 64  # before the ring: how far the merging process has written out
 
 
-def rings(jobs: int) -> list[Ring] | None:
-    """A ring for each of `jobs` workers, `RING_BYTES` together; None if there is no
-    memory for them (the text then goes through the pipes)."""
+def rings(jobs: int, least: int = 0) -> list[Ring] | None:
+    """A ring for each of `jobs` workers, `RING_BYTES` together, each for texts of at least
+    `least` bytes; None if there is no memory for them (the text then goes through the pipes)."""
     try:
-        return [Ring(RING_BYTES // jobs) for _ in range(jobs)]
+        return [Ring(RING_BYTES // jobs, least) for _ in range(jobs)]
     except (OSError, ValueError):
         return None
 
@@ -43,10 +43,11 @@ def rings(jobs: int) -> list[Ring] | None:
 class Ring:
     """A worker's text ring. Offsets are logical (they only grow); a text lies whole
     at its offset modulo the size. Made in the merging process before the worker is
-    forked: both see the same memory."""
+    forked: both see the same memory. A text shorter than `least` is not worth a place in
+    it: it goes with its event (`put_lines` leaves it to the caller)."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self, size: int, least: int = 0) -> None:
+        self.size, self.least = size, least
         self.memory = mmap.mmap(-1, HEADER_BYTES + size)  # MAP_SHARED: shared with forked children
         # An aligned 8-byte word, stored and loaded whole: the worker may read an older
         # value than the merging process just stored, never a torn one.
@@ -56,6 +57,15 @@ class Ring:
 
     def __reduce__(self) -> Any:
         raise TypeError("a Ring is shared with forked workers only")
+
+    def put_lines(self, lines: list[str]) -> tuple[int, int] | None:
+        """In the worker: `"\n".join(lines)` copied into the ring as it is joined, and where
+        it lies (offset, length); None when it is not ASCII, shorter than `least`, or the
+        ring has no room for it now (the caller then joins it itself)."""
+        placed = _place_lines(self.memory, HEADER_BYTES, self.end, lines, self.least)
+        if placed is not None:
+            self.end = placed[0] + placed[1]
+        return placed
 
     def put(self, text: bytes | str) -> tuple[int, int] | bytes:
         """In the worker: `text` (bytes, or a str of ASCII characters only, which are its
@@ -89,6 +99,21 @@ def place(memory: Any, header: int, end: int, text: bytes | str) -> int:
     return start
 
 
+def place_lines(memory: Any, header: int, end: int, lines: list[str], least: int) -> tuple[int, int] | None:
+    """As `place`, the text `"\n".join(lines)`, when `lines` is a list of ASCII strs whose
+    text has at least `least` characters: where it lies (offset, length); else, or when the
+    ring has no room for it now, None, and nothing copied. The reference of
+    `_spool_c.place_lines`, which joins it straight into the ring (the text of a -V message
+    is some twenty lines: a str of them, joined first, is a copy of it that this saves)."""
+    if type(lines) is not list or not all(isinstance(line, str) and line.isascii() for line in lines):
+        return None
+    text = "\n".join(lines)
+    if len(text) < least:
+        return None
+    start = place(memory, header, end, text)
+    return None if start < 0 else (start, len(text))
+
+
 def put(memory: Any, at: int, text: bytes | str) -> None:
     """`text` (bytes, or a str of ASCII characters only) copied into the writable buffer
     `memory` at `at`: the reference of `_spool_c.put`, which copies a str without encoding
@@ -101,6 +126,7 @@ def put(memory: Any, at: int, text: bytes | str) -> None:
 
 _put = native_or("kdissect._spool_c", "put", put)
 _place = native_or("kdissect._spool_c", "place", place)
+_place_lines = native_or("kdissect._spool_c", "place_lines", place_lines)
 
 
 class Piece:

@@ -119,6 +119,79 @@ def test_a_ring_places_texts_in_c_where_the_python_places_them() -> None:
         place_c(bytearray(header + 10), 3, 0, b"x")  # not a ring's header
 
 
+def test_lines_are_joined_straight_into_a_ring_in_c_as_in_the_python() -> None:
+    """`spool.place_lines` and `_spool_c.place_lines` (`Ring.put_lines`: a -V text's lines
+    joined straight into the ring): over many sets of lines, as the merging process writes
+    some out, the same places and lengths, the same refusals, and the ring holding
+    `"\\n".join(lines)` where it lies."""
+    import random
+
+    place_lines_c = pytest.importorskip("kdissect._spool_c").place_lines
+    header, size = spool.HEADER_BYTES, 1000
+    memories = [bytearray(header + size) for _ in range(2)]
+    ends = [0, 0]
+    choose = random.Random(11)
+    for turn in range(3000):
+        lines = ["".join(chr(32 + choose.randrange(95)) for _ in range(choose.choice([0, 1, 5, 80, 300, 5000])))
+                 for _ in range(choose.choice([0, 1, 2, 7, 20]))]
+        if turn % 17 == 0 and lines:
+            lines[-1] += "\u00e9"  # not ASCII: the caller joins and encodes it
+        least = choose.choice([0, 0, 256])
+        places = [spool.place_lines(memories[0], header, ends[0], lines, least),
+                  place_lines_c(memories[1], header, ends[1], lines, least)]
+        assert places[0] == places[1] and memories[0] == memories[1], turn
+        text = "\n".join(lines)
+        if places[0] is None:
+            assert not text.isascii() or len(text) < least or len(text) > size or ends[0] > 0
+        else:
+            start, length = places[0]
+            assert length == len(text) and memories[0][header + start % size:][:length] == text.encode()
+            ends = [start + length] * 2
+        if choose.random() < 0.4:  # the merge writes out what was put
+            written = ends[0] - choose.randrange(min(ends[0], size) + 1)
+            for memory in memories:
+                memory[:8] = written.to_bytes(8, sys.byteorder)
+    for place_lines in (spool.place_lines, place_lines_c):  # what is not a list of strs: left to the caller
+        assert place_lines(memories[0], header, ends[0], ("a", "b"), 0) is None
+        assert place_lines(memories[0], header, ends[0], ["a", b"b"], 0) is None
+    with pytest.raises(ValueError):
+        place_lines_c(bytearray(header + 10), 3, 0, ["x"], 0)  # not a ring's header
+
+
+def test_a_ring_takes_lines_whose_text_is_long_enough_and_fits() -> None:
+    ring = Ring(100, least=5)
+    assert ring.put_lines(["ab", "cd"]) == (0, 5) and bytes(ring.view[:5]) == b"ab\ncd"
+    assert ring.put_lines(["abc"]) is None  # shorter than `least`: it goes with its event
+    assert ring.put_lines(["x" * 40, "y" * 49]) == (5, 90)
+    assert ring.put_lines(["z" * 10]) is None  # no room until what is before it is written out
+    ring.written.value = 95
+    assert ring.put_lines(["z" * 10]) == (100, 10)  # whole, at the start of the next turn
+    assert bytes(ring.view[:10]) == b"z" * 10 and ring.end == 110
+
+
+def test_a_workers_text_joined_into_its_ring_is_the_text_it_would_send() -> None:
+    """`cli._TextLines` given a worker's ring (`parallel.Prepare`) puts each -V text there
+    itself, joined from its lines: what lies there is the text it makes without a ring, and
+    a text the ring has no room for, or one beyond ASCII, comes back as before."""
+    from kdissect.cli import _TextLines, build_parser
+    from kdissect.pipeline import read_messages
+
+    args = build_parser().parse_args(["-V", "x.pcap"])
+    with open(CAPTURES / "quorum_story.pcap", "rb") as capture:
+        messages = list(read_messages(capture))
+    plain = _TextLines(args, "utf-8", "strict")
+    ringed = _TextLines(args, "utf-8", "strict")
+    ringed.ring = Ring(1 << 20, least=parallel.SPOOLED_BYTES)
+    assert ringed.started(0).ring is ringed.ring  # the capture's start told: the same ring
+    for message in messages:
+        made, placed = plain(message), ringed(message)
+        assert type(placed[0]) is tuple and placed[1:] == made[1:]
+        start, length = placed[0]
+        assert bytes(ringed.ring.view[start:start + length]) == made[0].encode()
+    ringed.ring = Ring(64, least=parallel.SPOOLED_BYTES)  # no room for a whole text
+    assert ringed(messages[0]) == plain(messages[0])
+
+
 def test_an_ascii_text_goes_on_as_a_str_only_where_its_encoding_writes_ascii_alike() -> None:
     from kdissect.cli import _TextLines, build_parser
     from kdissect.pipeline import read_messages
