@@ -5,6 +5,9 @@
  *   Light   mirrors light.Light: the same attributes, `frame`, `link` and `all_notes`
  *   Lights  mirrors light.Lights: `round` (light.made, then Pairer.add and Sequencer.push
  *           of pair/pairing.py for each message), `made`, `one` and `finish`
+ *   pack    mirrors light.pack: an event's row appended to a batch's rows (the worker's side):
+ *           a usual message's fields as ints (light.plain), which `round` reads back without
+ *           a tuple unpickled (`make_plain`)
  *
  * Pairing keeps each connection's requests in flight in an OrderedDict, as `Pairer` does,
  * and the notes it and releasing give are made by pairing.py's own functions (`_duplicate`,
@@ -21,6 +24,7 @@
 #include <sys/uio.h>
 
 /* From pairing.py and spool.py, when this module is imported. */
+static PyObject *empty_tuple; /* a plain message's notes, of its frame and of its header */
 static PyObject *piece_type, *ordered_dict, *duplicate, *missing, *out_of_order, *overdue, *unanswered;
 static PyObject *str_index, *str_popitem, *default_hold_seconds, *default_hold_messages, *default_hold_bytes;
 static PyObject *str_memory, *str_size, *str_ring, *str_start, *str_length, *str_notes, *str_number;
@@ -639,6 +643,132 @@ make(LightsObject *self, PyObject *number, PyObject *worker, PyObject *fields, P
     return light;
 }
 
+#define KEY 5   /* light.KEY: ints of an event's key */
+#define ROW 15  /* light.ROW: ints of an event's row, its key's and a plain message's fields */
+#define PLAIN 2 /* light.PLAIN: the kind of a plain message */
+
+/* light.made of a plain message: message `number` of `worker` from the ten ints of its row
+ * (light.plain), its text a Piece of the worker's ring. */
+static PyObject *
+make_plain(LightsObject *self, PyObject *number, PyObject *worker, const int64_t *row, PyObject *connections,
+           PyObject *rings)
+{
+    enum { LOCAL, FLAGS, CORRELATION_ID, LAST_NS, SIZE, START, LENGTH, NOTES, CUT, END, FIELDS };
+    PyObject *value[FIELDS] = {NULL}, *text = NULL, *ready = NULL, *key = NULL, *connection = NULL,
+             *notes = NULL, *light = NULL;
+    for (int i = 0; i < FIELDS; i++)
+        if (i != FLAGS && (value[i] = PyLong_FromLongLong(row[i])) == NULL)
+            goto done;
+    if (rings == Py_None) {
+        text = PyTuple_Pack(2, value[START], value[LENGTH]);
+    } else {
+        PyObject *ring = PyObject_GetItem(rings, worker);
+        if (ring != NULL) {
+            PyObject *call[3] = {ring, value[START], value[LENGTH]};
+            text = PyObject_Vectorcall(piece_type, call, 3, NULL);
+            Py_DECREF(ring);
+        }
+    }
+    if (text == NULL || (ready = PyTuple_Pack(4, text, value[NOTES], value[CUT], value[END])) == NULL
+        || PyDict_SetItem(self->prepared, number, ready) < 0 || (key = PyTuple_Pack(2, worker, value[LOCAL])) == NULL
+        || (connection = PyObject_GetItem(connections, key)) == NULL || (notes = PyList_New(0)) == NULL)
+        goto done;
+    light = light_of(number, connection, row[FLAGS] & 1 ? Py_True : Py_False, value[CORRELATION_ID],
+                     row[FLAGS] & 2 ? Py_True : Py_False, value[LAST_NS], value[SIZE], empty_tuple, notes);
+done:
+    for (int i = 0; i < FIELDS; i++)
+        Py_XDECREF(value[i]);
+    Py_XDECREF(text);
+    Py_XDECREF(ready);
+    Py_XDECREF(key);
+    Py_XDECREF(connection);
+    return light;
+}
+
+/* An int of 64 bits: 0 and `*value` set, or -1 (no exception left) when `object` is not one. */
+static int
+int64_of(PyObject *object, long long *value)
+{
+    if (!PyLong_CheckExact(object))
+        return -1;
+    int overflow;
+    *value = PyLong_AsLongLongAndOverflow(object, &overflow);
+    if (overflow || (*value == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+static int
+empty_tuple_of(PyObject *object)
+{
+    return PyTuple_CheckExact(object) && PyTuple_GET_SIZE(object) == 0;
+}
+
+/* A message's nine fields as the ten ints of its row (light.plain): 1 and `row` filled when it is
+ * a plain one, 0 when it is not, -1 with an exception set when `fields` are not a message's. */
+static int
+plain_row(PyObject *fields, long long *row)
+{
+    if (!PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) != 9) {
+        PyErr_SetString(PyExc_ValueError, "a light message has nine fields");
+        return -1;
+    }
+    PyObject *is_request = PyTuple_GET_ITEM(fields, 1), *expects_response = PyTuple_GET_ITEM(fields, 3),
+             *ready = PyTuple_GET_ITEM(fields, 8), *place;
+    if (!empty_tuple_of(PyTuple_GET_ITEM(fields, 6)) || !empty_tuple_of(PyTuple_GET_ITEM(fields, 7))
+        || !PyBool_Check(is_request) || !PyBool_Check(expects_response) || !PyTuple_CheckExact(ready)
+        || PyTuple_GET_SIZE(ready) != 4 || !PyTuple_CheckExact(place = PyTuple_GET_ITEM(ready, 0))
+        || PyTuple_GET_SIZE(place) != 2)
+        return 0;
+    PyObject *from[10] = {PyTuple_GET_ITEM(fields, 0), NULL, PyTuple_GET_ITEM(fields, 2), PyTuple_GET_ITEM(fields, 4),
+                          PyTuple_GET_ITEM(fields, 5), PyTuple_GET_ITEM(place, 0), PyTuple_GET_ITEM(place, 1),
+                          PyTuple_GET_ITEM(ready, 1), PyTuple_GET_ITEM(ready, 2), PyTuple_GET_ITEM(ready, 3)};
+    row[1] = (is_request == Py_True) + 2 * (expects_response == Py_True);
+    for (int i = 0; i < 10; i++)
+        if (i != 1 && int64_of(from[i], &row[i]) < 0)
+            return 0;
+    return 1;
+}
+
+/* light.pack: an event's row appended to the bytearray `rows`. */
+static PyObject *
+pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "pack(rows, key, sequence, fields)");
+        return NULL;
+    }
+    PyObject *rows = args[0], *key = args[1], *sequence = args[2], *fields = args[3];
+    Py_ssize_t given = PyTuple_Check(key) ? PyTuple_GET_SIZE(key) : -1;
+    if (!PyByteArray_Check(rows) || given != KEY - (sequence != Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "pack: rows are a bytearray, a key five ints or four and a sequence");
+        return NULL;
+    }
+    long long row[ROW] = {0};
+    for (Py_ssize_t i = 0; i < KEY; i++) {
+        PyObject *value = i < given ? PyTuple_GET_ITEM(key, i) : sequence;
+        if (!PyLong_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "a key is of ints");
+            return NULL;
+        }
+        row[i] = PyLong_AsLongLong(value);
+        if (row[i] == -1 && PyErr_Occurred())
+            return NULL; /* OverflowError: beyond 64 bits */
+    }
+    int found = fields == Py_None ? 0 : plain_row(fields, row + KEY);
+    if (found < 0)
+        return NULL;
+    if (!found)
+        memset(row + KEY, 0, sizeof(row) - KEY * sizeof(row[0]));
+    Py_ssize_t size = PyByteArray_GET_SIZE(rows);
+    if (PyByteArray_Resize(rows, size + (Py_ssize_t)sizeof(row)) < 0)
+        return NULL;
+    memcpy(PyByteArray_AS_STRING(rows) + size, row, sizeof(row));
+    return Py_NewRef(found ? Py_True : Py_False);
+}
+
 /* The kind of event at `place` of a worker's kinds (0: a message). */
 static int
 kind_at(PyObject *kinds, Py_ssize_t place)
@@ -656,13 +786,13 @@ kind_at(PyObject *kinds, Py_ssize_t place)
 static PyObject *
 lights_round(LightsObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
+    if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError,
-                        "round(number, who, at, start, items, kinds, connections, rings, other)");
+                        "round(number, who, at, start, items, kinds, rows, connections, rings, other)");
         return NULL;
     }
-    PyObject *who = args[1], *at = args[2], *items = args[4], *kinds = args[5], *connections = args[6],
-             *rings = args[7], *other = args[8];
+    PyObject *who = args[1], *at = args[2], *items = args[4], *kinds = args[5], *rows = args[6],
+             *connections = args[7], *rings = args[8], *other = args[9];
     if (!PyList_CheckExact(who) || !PyList_CheckExact(at) || PyList_GET_SIZE(who) != PyList_GET_SIZE(at)) {
         PyErr_SetString(PyExc_ValueError, "who and at are lists of one length");
         return NULL;
@@ -688,6 +818,29 @@ lights_round(LightsObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (kind < 0) {
             Py_XDECREF(item);
             goto failed;
+        }
+        if (kind == PLAIN) {
+            Py_DECREF(item);
+            PyObject *worker_rows = PyObject_GetItem(rows, worker), *numbered = NULL, *light = NULL;
+            if (worker_rows != NULL && !PyBytes_CheckExact(worker_rows))
+                PyErr_SetString(PyExc_ValueError, "a batch's rows are bytes");
+            else if (worker_rows != NULL && (place + 1) * ROW * (Py_ssize_t)sizeof(int64_t)
+                                                > PyBytes_GET_SIZE(worker_rows))
+                PyErr_SetString(PyExc_ValueError, "a plain message beyond its batch's rows");
+            else if (worker_rows != NULL && (numbered = PyLong_FromLongLong(++number)) != NULL) {
+                int64_t row[ROW - KEY];
+                memcpy(row, PyBytes_AS_STRING(worker_rows) + (place * ROW + KEY) * sizeof(int64_t), sizeof(row));
+                light = make_plain(self, numbered, worker, row, connections, rings);
+            }
+            Py_XDECREF(numbered);
+            Py_XDECREF(worker_rows);
+            if (light == NULL)
+                goto failed;
+            int failed = settle(self, (LightObject *)light, released);
+            Py_DECREF(light);
+            if (failed)
+                goto failed;
+            continue;
         }
         if (kind) {
             if (PyList_GET_SIZE(released)) { /* handed on first, as one process writes them first */
@@ -763,7 +916,7 @@ lights_finish(LightsObject *self, PyObject *unused)
 
 static PyMethodDef lights_methods[] = {
     {"round", (PyCFunction)(void (*)(void))lights_round, METH_FASTCALL,
-     "round(number, who, at, start, items, kinds, connections, rings, other): as light.Lights.round."},
+     "round(number, who, at, start, items, kinds, rows, connections, rings, other): as light.Lights.round."},
     {"made", (PyCFunction)(void (*)(void))lights_made, METH_FASTCALL,
      "made(number, worker, fields, connections, rings): as light.Lights.made."},
     {"one", (PyCFunction)lights_one, METH_O, "As light.Lights.one."},
@@ -1049,6 +1202,7 @@ write_texts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef module_methods[] = {
     {"write_texts", (PyCFunction)(void (*)(void))write_texts, METH_FASTCALL,
      "write_texts(fd, released, start): light.write_texts, in C"},
+    {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL, "pack(rows, key, sequence, fields): light.pack, in C"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1062,7 +1216,7 @@ PyInit__light_c(void)
 {
     const char *pairing = "kdissect.pair.pairing";
     PyObject *header;
-    if ((piece_type = imported("kdissect.spool", "Piece")) == NULL
+    if ((empty_tuple = PyTuple_New(0)) == NULL || (piece_type = imported("kdissect.spool", "Piece")) == NULL
         || (ordered_dict = imported("collections", "OrderedDict")) == NULL
         || (duplicate = imported(pairing, "_duplicate")) == NULL || (missing = imported(pairing, "_missing")) == NULL
         || (out_of_order = imported(pairing, "_out_of_order")) == NULL

@@ -6,7 +6,8 @@ and releasing in capture order read (`pair.pairing`), its notes and its pair's n
 makes a `Light` of that, not a Message.
 
 A worker sends the keys of a batch's events as one string of 64-bit ints (`Columns`), and
-the events without them; the parent puts the workers' events in order with numpy, a batch at
+the events without them; a usual message (no notes, its text in the worker's ring) goes
+whole as ints beside its key (`plain`), which the merge reads without a tuple unpickled; the parent puts the workers' events in order with numpy, a batch at
 a time, up to the least of the workers' last keys (`merged`), rather than one heap step an
 event, each event made again into a tuple with its key and worker. A batch with a key beyond
 64 bits (a capture time far off) goes as its events (`Columns.payload`), and from then on
@@ -20,7 +21,7 @@ it mirrors): in a replay of a merge of 27,132 messages, 1.9 µs a message rather
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from kdissect.ingest.framing import Connection
@@ -74,53 +75,121 @@ class Light:
         return [*self.frame_notes, *self.notes]
 
 
-class Columns:
-    """A batch of a light worker's events, in its order, as the pipe carries it: every
-    event's key, its five ints in `keys` (one array of 64-bit ints once sent); `kinds`, 0
-    for a message and 1 for any other event; and in `items` each event itself: a message's
-    fields as `kdissect.parallel` makes them (`message`), any other event as (what, event)."""
+KEY = 5  # ints of an event's key
+ROW = KEY + 10  # ints of an event in a batch's rows: its key, then a plain message's fields (`plain`)
+NO_FIELDS = (0,) * (ROW - KEY)  # the rest of the row of an event that is not a plain message
+MESSAGE, OTHER, PLAIN = 0, 1, 2  # the kinds of event in a batch
 
-    __slots__ = ("items", "keys", "kinds")
+
+def plain(fields: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """A message's fields (`Columns.message`) as the ten ints its row holds, when it is a
+    usual one: without notes, with a correlation id, its text a place in the worker's ring
+    (`cli._TextLines`), each int within 64 bits: (connection, 1 if a request + 2 if it
+    expects a response, correlation id, last packet's time, size, the text's offset and
+    length, notes, cut, end); else None (`pack`)."""
+    local, is_request, correlation_id, expects_response, last_ns, size, frame_notes, header_notes, ready = fields
+    if (type(frame_notes) is not tuple or frame_notes or type(header_notes) is not tuple or header_notes
+            or type(is_request) is not bool or type(expects_response) is not bool
+            or type(ready) is not tuple or len(ready) != 4 or type(ready[0]) is not tuple or len(ready[0]) != 2):
+        return None
+    row = (local, is_request + 2 * expects_response, correlation_id, last_ns, size, *ready[0], *ready[1:])
+    if not all(type(value) is int and -(1 << 63) <= value < 1 << 63 for value in row):
+        return None
+    return row
+
+
+def unplain(row: Sequence[int]) -> tuple[Any, ...]:
+    """The fields of a plain message (`plain`) from the ten ints of its row."""
+    local, flags, correlation_id, last_ns, size, start, length, notes, cut, end = row
+    return (local, bool(flags & 1), correlation_id, bool(flags & 2), last_ns, size, (), (),
+            ((start, length), notes, cut, end))
+
+
+def pack(rows: bytearray, key: tuple[int, ...], sequence: int | None, fields: tuple[Any, ...] | None) -> bool:
+    """An event's row appended to `rows` (`ROW` 64-bit ints): its key (`key`, and `sequence`
+    unless `key` has all five), then the fields of a plain message (`plain`; `fields`, None
+    for an event that is not a message), else zeros; whether it was a plain message. A key
+    beyond 64 bits raises OverflowError, and nothing is appended. The reference of
+    `_light_c.pack`."""
+    if len(key) != KEY - (sequence is not None) or not all(type(value) is int for value in key):
+        raise TypeError("pack: a key five ints, or four and a sequence")
+    row = None if fields is None else plain(fields)
+    rows += array("q", (*key, *(() if sequence is None else (sequence,)), *(row or NO_FIELDS))).tobytes()
+    return row is not None
+
+
+class Columns:
+    """A batch of a light worker's events, in its order, as the pipe carries it: in `rows`
+    `ROW` 64-bit ints an event, its key's five then, for a plain message, its fields
+    (`plain`); `kinds`, MESSAGE, OTHER (any other event) or PLAIN; and in `items` each event
+    itself: a message's fields as `kdissect.parallel` makes them (`message`), any other event
+    as (what, event), None for a plain message. Should a key not fit in 64 bits, the batch
+    keeps its events as they are from then on (`wide`) and goes so."""
+
+    __slots__ = ("items", "kinds", "rows", "wide")
 
     def __init__(self) -> None:
-        self.keys: list[int] = []
+        self.rows = bytearray()
         self.kinds = bytearray()
-        self.items: list[tuple[Any, ...]] = []
+        self.items: list[tuple[Any, ...] | None] = []
+        self.wide: list[Event] | None = None  # every event, once a key did not fit
 
     def __len__(self) -> int:
         return len(self.kinds)
 
     def add(self, key: Key, what: str, event: Any) -> None:
         """An event that is not a message."""
-        self.keys += key
-        self.kinds.append(1)
-        self.items.append((what, event))
+        if self.wide is None:
+            try:
+                _pack(self.rows, key, None, None)
+            except OverflowError:
+                self._widen()
+            else:
+                self.kinds.append(OTHER)
+                self.items.append((what, event))
+                return
+        self.kinds.append(OTHER)
+        self.wide.append((key, what, event))  # type: ignore[union-attr]
 
     def message(self, key: tuple[int, int, int, int], sequence: int, fields: tuple[Any, ...]) -> None:
         """A message: (its connection's index in the worker, whether it is a request, its
         correlation id, whether it expects a response, its last packet's time, its size, its
         frame's notes, its header's, what `prepare` made of it), keyed `(*key, sequence)`."""
-        self.keys += key
-        self.keys.append(sequence)
-        self.kinds.append(0)
-        self.items.append(fields)
+        if self.wide is None:
+            try:
+                packed = _pack(self.rows, key, sequence, fields)
+            except OverflowError:
+                self._widen()
+            else:
+                self.kinds.append(PLAIN if packed else MESSAGE)
+                self.items.append(None if packed else fields)
+                return
+        self.kinds.append(MESSAGE)
+        self.wide.append(((*key, sequence), "light", fields))  # type: ignore[union-attr]
+
+    def _widen(self) -> None:
+        self.wide = expanded(array("q", self.rows), self.kinds, self.items)
 
     def payload(self, read: int) -> tuple[str, Any]:
-        """What goes down the pipe: ("lights", the keys as bytes, the kinds, the items), or
+        """What goes down the pipe: ("lights", the rows as bytes, the kinds, the items), or
         ("events", ...) as any worker sends them, when a key does not fit in 64 bits."""
-        try:
-            keys = array("q", self.keys).tobytes()
-        except OverflowError:
-            return "events", (expanded(self.keys, self.kinds, self.items), read)
-        return "lights", (keys, bytes(self.kinds), self.items, read)
+        if self.wide is not None:
+            return "events", (self.wide, read)
+        return "lights", (bytes(self.rows), bytes(self.kinds), self.items, read)
 
 
-def expanded(keys: Any, kinds: Any, items: list[tuple[Any, ...]]) -> list[Event]:
-    """A batch's events as (key, what, event), a message's as `kdissect.parallel` sends it
-    one by one ("light")."""
-    return [((keys[5 * at], keys[5 * at + 1], keys[5 * at + 2], keys[5 * at + 3], keys[5 * at + 4]),
-             *(item if kind else ("light", item)))
-            for at, (kind, item) in enumerate(zip(kinds, items, strict=True))]
+def expanded(keys: Any, kinds: Any, items: list[Any]) -> list[Event]:
+    """A batch's events as (key, what, event) (`keys`: their rows, one after another), a
+    message's as `kdissect.parallel` sends it one by one ("light")."""
+    events: list[Event] = []
+    for at, (kind, item) in enumerate(zip(kinds, items, strict=True)):
+        row = keys[ROW * at:ROW * (at + 1)]
+        key = tuple(row[:KEY])
+        if kind == OTHER:
+            events.append((key, *item))
+        else:
+            events.append((key, "light", unplain(row[KEY:]) if kind == PLAIN else item))
+    return events
 
 
 def received(payload: tuple[Any, ...]) -> list[Event]:
@@ -130,16 +199,18 @@ def received(payload: tuple[Any, ...]) -> list[Event]:
 
 
 class _Batch:
-    """A "lights" batch in the merge: its keys as an array (a row each), and from `at` on
-    what of it is not merged yet."""
+    """A "lights" batch in the merge: its rows as they came (`rows`, bytes) and as an array
+    (`table`), its keys (`keys`, the array's first columns), and from `at` on what of it is
+    not merged yet."""
 
-    __slots__ = ("at", "items", "keys", "kinds")
+    __slots__ = ("at", "items", "keys", "kinds", "rows", "table")
 
     def __init__(self, payload: tuple[Any, ...]) -> None:
         import numpy as np
 
-        keys, self.kinds, self.items, _read = payload
-        self.keys = np.frombuffer(keys, dtype=np.int64).reshape(-1, 5)
+        self.rows, self.kinds, self.items, _read = payload
+        self.table = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, ROW)
+        self.keys = self.table[:, :KEY]
         self.at = 0
 
 
@@ -157,8 +228,9 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
 
     current: list[_Batch | None] = [None] * len(batches)
     active = list(range(len(batches)))
-    items: list[list[tuple[Any, ...]] | None] = [None] * len(batches)
+    items: list[list[Any] | None] = [None] * len(batches)
     kinds: list[bytes | None] = [None] * len(batches)
+    rows: list[bytes | None] = [None] * len(batches)
     number = 0
     while True:
         for worker in list(active):
@@ -174,7 +246,7 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
                     yield rest, number
                     return
                 batch = current[worker] = _Batch(payload)
-                items[worker], kinds[worker] = batch.items, batch.kinds
+                items[worker], kinds[worker], rows[worker] = batch.items, batch.kinds, batch.rows
         parts = [(worker, batch) for worker in active if (batch := current[worker]) is not None]
         if not parts:
             return
@@ -197,7 +269,7 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
         who_in_order, at_in_order = who[order].tolist(), at[order].tolist()
         index = 0
         while index < len(who_in_order):
-            number, released, index = lights.round(number, who_in_order, at_in_order, index, items, kinds,
+            number, released, index = lights.round(number, who_in_order, at_in_order, index, items, kinds, rows,
                                                    connections, rings, other)
             if released:
                 yield released
@@ -230,24 +302,28 @@ class Lights:
         self.sequencer = Sequencer(hold_seconds, hold_messages, hold_bytes)
 
     def round(self, number: int, who: list[int], at: list[int], start: int, items: list[Any], kinds: list[Any],
-              connections: dict[tuple[int, int], Connection], rings: list[Ring] | None,
+              rows: list[Any], connections: dict[tuple[int, int], Connection], rings: list[Ring] | None,
               other: Callable[[int, str, Any], None]) -> tuple[int, Released, int]:
         """Of each (worker, place) in `who` and `at` in turn from `start` on, the event at
-        `place` of the worker's `items` (`kinds` says which are messages): a message made a
-        Light numbered after `number`, paired and held until it can be released; another
-        event handed to `other`, but only once what was released before it is handed on (as
-        one process does, which writes those messages before a note that comes after them).
-        The last message's number, what was released, in order, and where it stopped."""
+        `place` of the worker's `items` (`kinds` says which are messages, and which plain ones,
+        whose fields are in the worker's `rows`): a message made a Light numbered after
+        `number`, paired and held until it can be released; another event handed to `other`,
+        but only once what was released before it is handed on (as one process does, which
+        writes those messages before a note that comes after them). The last message's
+        number, what was released, in order, and where it stopped."""
         released: Released = []
         prepared = self.prepared
         for index in range(start, len(who)):
             worker, place = who[index], at[index]
             item = items[worker][place]
-            if kinds[worker][place]:
+            kind = kinds[worker][place]
+            if kind == OTHER:
                 if released:
                     return number, released, index
                 other(worker, *item)
                 continue
+            if kind == PLAIN:
+                item = unplain(memoryview(rows[worker]).cast("q")[ROW * place + KEY:ROW * (place + 1)].tolist())
             number += 1
             released += self.one(made(number, worker, item, connections, rings, prepared))
         return number, released, len(who)
@@ -313,7 +389,7 @@ def _rest(worker: int, batch: _Batch | None, batches: Iterator[tuple[str, Any]],
 def _rest_events(batch: _Batch | None, batches: Iterator[tuple[str, Any]],
                  came: tuple[str, Any] | None) -> Iterator[Event]:
     if batch is not None and batch.at < len(batch.kinds):
-        yield from expanded(batch.keys[batch.at:].ravel().tolist(), batch.kinds[batch.at:], batch.items[batch.at:])
+        yield from expanded(batch.table[batch.at:].ravel().tolist(), batch.kinds[batch.at:], batch.items[batch.at:])
     if came is not None:
         yield from _events(*came)
     for kind, payload in batches:
@@ -324,6 +400,9 @@ def _events(kind: str, payload: Any) -> list[Event]:
     return received(payload) if kind == "lights" else payload[0]
 
 
+# An event's row packed (`pack`): in C where it is built.
+_pack: Callable[[bytearray, tuple[int, ...], int | None, tuple[Any, ...] | None], bool] = native_or(
+    "kdissect._light_c", "pack", pack)
 # What pairs a merge's Lights: `_light_c.Lights` where it is built (its Lights, of its own
 # `Light` type, are made by it), else `Lights` (`kdissect.native`).
 new_lights: type[Lights] = native_or("kdissect._light_c", "Lights", Lights)

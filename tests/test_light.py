@@ -101,6 +101,43 @@ def test_a_batch_with_a_key_beyond_64_bits_goes_as_its_events() -> None:
         assert payload[-1] == 12
 
 
+def test_a_usual_message_goes_as_ints_and_comes_back_as_it_was() -> None:
+    """A message without notes whose text is in the ring goes as the ints of its row
+    (`light.pack`), in C as in the Python, and comes back the fields it was; anything else
+    goes as its fields, a key beyond 64 bits not at all."""
+    from kdissect.light import KEY, MESSAGE, PLAIN, ROW, pack, unplain
+
+    pack_c = pytest.importorskip("kdissect._light_c").pack
+    rng = random.Random(5)
+    events = [
+        *made_events(rng, 0, 400, Ring(1 << 16)),
+        ((1, 0, 0, 0, 1), "light", (0, True, 1, False, FAR, 10, (), (), ((0, 10), 0, 1, 1))),  # a time far off
+        ((1, 0, 0, 0, 2), "light", (0, 1, 1, False, 5, 10, (), (), ((0, 10), 0, 1, 1))),  # not a bool
+        ((1, 0, 0, 0, 3), "light", (0, True, 1, False, 5, 10, [], (), ((0, 10), 0, 1, 1))),  # notes not a tuple
+    ]
+    plain = 0
+    for key, what, event in events:
+        fields = event if what == "light" else None
+        rows = [bytearray(b"x"), bytearray(b"x"), bytearray(b"x")]
+        found = [pack(rows[0], key, None, fields), pack_c(rows[1], key[:4], key[4], fields),
+                 pack_c(rows[2], key, None, fields)]
+        assert found[0] == found[1] == found[2] and rows[0] == rows[1] == rows[2] and len(rows[0]) == 1 + 8 * ROW
+        row = memoryview(rows[0][1:]).cast("q").tolist()
+        assert tuple(row[:KEY]) == key
+        if found[0]:
+            plain += 1
+            assert unplain(row[KEY:]) == fields
+        else:
+            assert row[KEY:] == [0] * (ROW - KEY)
+    assert 0 < plain < sum(what == "light" for _key, what, _event in events)
+    assert (PLAIN, MESSAGE) == (2, 0)
+    for packing in (pack, lambda rows, key, _sequence, fields: pack_c(rows, key[:4], key[4], fields)):
+        rows = bytearray()
+        with pytest.raises(OverflowError):
+            packing(rows, (1, 0, FAR, 0, 1), None, None)
+        assert rows == bytearray()  # nothing of it appended
+
+
 def reference(streams: list[list[tuple[Any, str, Any]]]) -> list[tuple[int, str, Any]]:
     """The order of one process: the keys merged, ties broken by the worker's index."""
     placed = [[(key, worker, what, event) for key, what, event in events] for worker, events in enumerate(streams)]
