@@ -1086,16 +1086,17 @@ class _Worker:
             self.pairer.add(message)
             if self.prepare is not None:
                 ready = self.prepare(message)
-                text = ready[0]
-                if type(text) is tuple:  # put in the ring by `prepare` itself: (offset, length)
-                    self.batch_text += text[1]
-                else:
-                    if self.light:  # its text, which ends a batch at LIGHT_BATCH_BYTES
-                        self.batch_text += len(text)
-                    if self.ring is not None and len(text) >= self.ring.least:
-                        ready = (self.ring.put(text), *ready[1:])
-                    elif self.spooled and type(text) is str:  # an ASCII text: its bytes
-                        ready = (text.encode("ascii"), *ready[1:])
+                if self.light or self.spooled:  # a tuple, its text first (`Prepare`)
+                    text = ready[0]
+                    if type(text) is tuple:  # put in the ring by `prepare` itself: (offset, length)
+                        self.batch_text += text[1]
+                    else:
+                        if self.light:  # its text, which ends a batch at LIGHT_BATCH_BYTES
+                            self.batch_text += len(text)
+                        if self.ring is not None and len(text) >= self.ring.least:
+                            ready = (self.ring.put(text), *ready[1:])
+                        elif self.spooled and type(text) is str:  # an ASCII text: its bytes
+                            ready = (text.encode("ascii"), *ready[1:])
             if self.finish is not None:
                 self.kept.append(message)
         if header is None:
