@@ -783,6 +783,27 @@ kind_at(PyObject *kinds, Py_ssize_t place)
     return truth;
 }
 
+/* The Light of message `number`, the plain message at `place` of `worker`'s batch, whose
+ * fields are in the batch's rows (`rows[worker]`: bytes, ROW ints an event). */
+static PyObject *
+plain_light(LightsObject *self, long long number, PyObject *worker, PyObject *rows, Py_ssize_t place,
+            PyObject *connections, PyObject *rings)
+{
+    PyObject *worker_rows = PyObject_GetItem(rows, worker), *numbered = NULL, *light = NULL;
+    if (worker_rows != NULL && !PyBytes_CheckExact(worker_rows))
+        PyErr_SetString(PyExc_ValueError, "a batch's rows are bytes");
+    else if (worker_rows != NULL && (place + 1) * ROW * (Py_ssize_t)sizeof(int64_t) > PyBytes_GET_SIZE(worker_rows))
+        PyErr_SetString(PyExc_ValueError, "a plain message beyond its batch's rows");
+    else if (worker_rows != NULL && (numbered = PyLong_FromLongLong(number)) != NULL) {
+        int64_t row[ROW - KEY];
+        memcpy(row, PyBytes_AS_STRING(worker_rows) + (place * ROW + KEY) * sizeof(int64_t), sizeof(row));
+        light = make_plain(self, numbered, worker, row, connections, rings);
+    }
+    Py_XDECREF(numbered);
+    Py_XDECREF(worker_rows);
+    return light;
+}
+
 static PyObject *
 lights_round(LightsObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -819,30 +840,11 @@ lights_round(LightsObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(item);
             goto failed;
         }
+        PyObject *light;
         if (kind == PLAIN) {
             Py_DECREF(item);
-            PyObject *worker_rows = PyObject_GetItem(rows, worker), *numbered = NULL, *light = NULL;
-            if (worker_rows != NULL && !PyBytes_CheckExact(worker_rows))
-                PyErr_SetString(PyExc_ValueError, "a batch's rows are bytes");
-            else if (worker_rows != NULL && (place + 1) * ROW * (Py_ssize_t)sizeof(int64_t)
-                                                > PyBytes_GET_SIZE(worker_rows))
-                PyErr_SetString(PyExc_ValueError, "a plain message beyond its batch's rows");
-            else if (worker_rows != NULL && (numbered = PyLong_FromLongLong(++number)) != NULL) {
-                int64_t row[ROW - KEY];
-                memcpy(row, PyBytes_AS_STRING(worker_rows) + (place * ROW + KEY) * sizeof(int64_t), sizeof(row));
-                light = make_plain(self, numbered, worker, row, connections, rings);
-            }
-            Py_XDECREF(numbered);
-            Py_XDECREF(worker_rows);
-            if (light == NULL)
-                goto failed;
-            int failed = settle(self, (LightObject *)light, released);
-            Py_DECREF(light);
-            if (failed)
-                goto failed;
-            continue;
-        }
-        if (kind) {
+            light = plain_light(self, ++number, worker, rows, place, connections, rings);
+        } else if (kind) {
             if (PyList_GET_SIZE(released)) { /* handed on first, as one process writes them first */
                 Py_DECREF(item);
                 break;
@@ -859,11 +861,12 @@ lights_round(LightsObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto failed;
             Py_DECREF(result);
             continue;
+        } else {
+            PyObject *numbered = PyLong_FromLongLong(++number);
+            light = numbered == NULL ? NULL : make(self, numbered, worker, item, connections, rings);
+            Py_XDECREF(numbered);
+            Py_DECREF(item);
         }
-        PyObject *numbered = PyLong_FromLongLong(++number);
-        PyObject *light = numbered == NULL ? NULL : make(self, numbered, worker, item, connections, rings);
-        Py_XDECREF(numbered);
-        Py_DECREF(item);
         if (light == NULL)
             goto failed;
         int failed = settle(self, (LightObject *)light, released);
