@@ -7,9 +7,10 @@ makes a `Light` of that, not a Message.
 
 A worker sends the keys of a batch's events as one string of 64-bit ints (`Columns`), and
 the events without them; a usual message (no notes, its text in the worker's ring) goes
-whole as ints beside its key (`plain`), which the merge reads without a tuple unpickled; the parent puts the workers' events in order with numpy, a batch at
-a time, up to the least of the workers' last keys (`merged`), rather than one heap step an
-event, each event made again into a tuple with its key and worker. A batch with a key beyond
+whole as ints beside its key (`plain`), which the merge reads without a tuple unpickled.
+The parent puts the workers' events in order with numpy, a batch at a time, up to the
+least of the workers' last keys (`merged`), rather than one heap step an event, each event
+made again into a tuple with its key and worker. A batch with a key beyond
 64 bits (a capture time far off) goes as its events (`Columns.payload`), and from then on
 the merge takes every worker's events one by one (`kdissect.parallel._Merge.messages`).
 

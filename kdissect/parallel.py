@@ -193,8 +193,9 @@ UNGUARDED = 87  # the exit code of a worker that found its script starting worke
 # output: with forked workers those reach the parent through shared memory (`kdissect.spool`),
 # as a `spool.Piece`, when there is room (else as bytes); one that has an attribute `ring` is
 # given the worker's `spool.Ring` there, and may put its text in it itself: its first item
-# is then where the text lies, (offset, length), as `Ring.put_lines` gives it. One whose attribute `warm_up` is true
-# (one that decodes bodies) is first run by the parent on the capture's start (`warm`).
+# is then where the text lies, (offset, length), as `Ring.put_lines` gives it. One whose
+# attribute `warm_up` is true (one that decodes bodies) is first run by the parent on the
+# capture's start (`warm`).
 Prepare = Callable[[Message], Any]
 Finish = Callable[[list[Message]], Iterable[Any]]  # a worker's messages -> the parts it sends
 Batch = list[tuple[Key, str, Any]]  # events of one worker, as it sends them
