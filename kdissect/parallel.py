@@ -568,7 +568,8 @@ class _Team:
         for index in range(jobs):
             receiver, sender = context.Pipe(duplex=duplex)  # duplex: the parent asks too
             process = context.Process(target=work, args=(sender, index, jobs, paths, options, prepare, finish,
-                                                         self.rings and self.rings[index], plan),
+                                                         self.rings and self.rings[index], plan,
+                                                         inherited(context, [*self.pipes, receiver])),
                                       name=f"kdissect-worker-{index}", daemon=True)
             process.start()
             sender.close()  # the worker's end: closed here so its death reads as the end of the pipe
@@ -1141,10 +1142,12 @@ class _Worker:
 
 def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str, Any],
          prepare: Prepare | None, finish: Finish | None = None, ring: Ring | None = None,
-         plan: list[_SharePlan | None] | None = None) -> None:
+         plan: list[_SharePlan | None] | None = None, parents_ends: Sequence[Pipe] = ()) -> None:
     """A worker process: its share of the capture's connections, as events down `pipe`.
     `plan` holds the `_SharePlan` a forking parent made (None: the file has none), or is
-    empty: the worker makes it."""
+    empty: the worker makes it. `parents_ends`: the parent's ends of the pipes, which a
+    forked worker holds too (`inherited`)."""
+    close_inherited(parents_ends)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     gc.freeze()  # what a forked worker inherits stays shared: the cycle collector leaves it be
     if finish is not None:
@@ -1161,6 +1164,24 @@ def work(pipe: Pipe, index: int, jobs: int, paths: list[str], options: dict[str,
         _send(pipe, ("error", f"{type(problem).__name__}: {problem}"))
     finally:
         pipe.close()
+
+
+def inherited(context: Any, parents_ends: list[Pipe]) -> list[Pipe]:
+    """Of the parent's ends of its workers' pipes (`parents_ends`), those that a worker about
+    to be started from `context` holds too, for it to close (`close_inherited`): all of them
+    when it is forked, which copies every open descriptor; none when it is not, as it gets
+    only what it is sent (and what is sent it would get as a copy)."""
+    return parents_ends if context.get_start_method() == "fork" else []
+
+
+def close_inherited(parents_ends: Sequence[Pipe]) -> None:
+    """In a forked worker: the parent's ends of the pipes, its own and the workers' forked
+    before it, closed. Kept open, they outlive the parent: a parent killed outright left
+    its workers waiting for ever, each writing to a full pipe that it (or a worker forked
+    after it) still held open for reading, or reading from one it held open for writing;
+    closed, the next write or read ends the worker."""
+    for end in parents_ends:
+        end.close()
 
 
 def _send(pipe: Pipe, message: tuple[str, Any]) -> None:

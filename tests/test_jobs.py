@@ -31,6 +31,7 @@ from kdissect.present import parallel_tables
 from kdissect.present.analysis import read_pcap
 from tests.conftest import CAPTURES, PUBLIC_CAPTURES, missing
 
+ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(CAPTURES.glob("*.pcap"))
 PORTS = ("--port", "36333", "--port", "19092")
 
@@ -390,3 +391,81 @@ def test_a_fifo_is_read_in_one_process(capsys: pytest.CaptureFixture[str], tmp_p
         writer.join(timeout=30)
     assert piped == run(capsys, "--jobs", "1", "-V", str(capture))
     assert piped[1]
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _ended(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")  # a zombie has ended (nothing here need reap it)
+
+
+def _killed_leaves_no_worker(command: list[str], ready: bytes) -> None:
+    """`command`, killed outright once it printed `ready` (its workers started): each of its
+    worker processes ends within seconds rather than waiting for ever for a parent that is
+    gone. (One that does not is killed here, after the failure is seen.)"""
+    import signal
+    import time
+
+    parent = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              cwd=ROOT)
+    workers: list[int] = []
+    try:
+        assert parent.stdout is not None
+        assert parent.stdout.read(len(ready)) == ready
+        time.sleep(0.5)  # the parent stops on its full output; the workers fill their pipes
+        workers = [pid for pid in _children(parent.pid) if not _ended(pid)]
+        assert len(workers) >= 2
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while not all(_ended(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in workers if not _ended(pid)] == []
+    finally:
+        parent.kill()
+        parent.wait()
+        for pid in workers:
+            if not _ended(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def larger(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Three megabytes of real exchanges over 64 connections."""
+    out = tmp_path_factory.mktemp("jobs") / "larger.pcap"
+    build(out, 3, "mixed", sources=SHIPPED)
+    return str(out)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers in /proc (Linux)")
+def test_workers_end_when_their_parent_is_killed(larger: str, many: str) -> None:
+    """`kill -9` of a --jobs run whose output nobody reads: its reading workers end (each
+    held the parent's end of its own pipe, and of those before it, so that none saw the
+    parent go), and so do the table workers of `read_pcap`, which wait for requests. (The
+    -V run sends a message a batch and reads one batch ahead, so that its workers are still
+    at work, their pipes full, when it is killed.)"""
+    verbose = ("import sys\nfrom kdissect import parallel\n"
+               "parallel.LIGHT_BATCH_EVENTS = parallel.LIGHT_AHEAD_BATCHES = 1\n"
+               "from kdissect.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    _killed_leaves_no_worker([sys.executable, "-c", verbose, "-V", "--jobs", "2", larger], b" ")
+    tables = ("import sys\nfrom kdissect.present import parallel_tables\n"
+              "parallel_tables.PARALLEL_MESSAGES = 1  # the table workers start for any capture\n"
+              "from kdissect import read_pcap\ncapture = read_pcap(sys.argv[1], jobs=2)\n"
+              "capture.table('fields')\nprint('ready', flush=True)\nsys.stdin.read()  # until it is killed\n")
+    _killed_leaves_no_worker([sys.executable, "-c", tables, many], b"ready")

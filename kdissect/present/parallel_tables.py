@@ -41,7 +41,7 @@ import contextlib
 import gc
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,7 +57,9 @@ from kdissect.parallel import (
     Finished,
     MessagesToCome,
     WorkerError,
+    close_inherited,
     died,
+    inherited,
     portable_definitions,
     use_definitions,
     worker_context,
@@ -125,8 +127,8 @@ class TableJobs:
         context = worker_context(serve)
         for index in range(self.jobs):
             mine, theirs = context.Pipe()
-            process = context.Process(target=serve, args=(theirs, definitions), daemon=True,
-                                      name=f"kdissect-tables-{index}")
+            process = context.Process(target=serve, args=(theirs, definitions, inherited(context, [*self.pipes, mine])),
+                                      daemon=True, name=f"kdissect-tables-{index}")
             process.start()
             theirs.close()
             self.pipes.append(mine)
@@ -353,9 +355,11 @@ def _state(message: Message) -> State:
 # --- the worker --------------------------------------------------------------
 
 
-def serve(pipe: Any, definitions: tuple[DefinitionSource, ...] | None) -> None:
+def serve(pipe: Any, definitions: tuple[DefinitionSource, ...] | None, parents_ends: Sequence[Any] = ()) -> None:
     """A table worker: keeps its runs of messages and builds tables over them on request,
-    until its pipe ends. Each answer is (kind, payload, CPU seconds so far)."""
+    until its pipe ends. Each answer is (kind, payload, CPU seconds so far). `parents_ends`:
+    the parent's ends of the pipes, which a forked worker holds too (`parallel.inherited`)."""
+    close_inherited(parents_ends)
     runs: list[tuple[int, list[Message]]] = []
     built: dict[int, Message] = {}
     ahead: dict[int, dict[str, pd.DataFrame]] = {}  # per run: tables made before they are asked for
