@@ -87,7 +87,8 @@ read); the index of a file costs a worker one byte per record. A worker that fai
 its error and the parent raises `WorkerError`; one that dies silently is found at the
 end of its pipe; both stop the other workers. Workers come from multiprocessing's `fork`
 or `forkserver` (`worker_context`), ignore Ctrl-C (the parent stops them), and are ended
-when the messages are no longer read.
+when the messages are no longer read; a forked one first closes the parent's ends of the
+pipes it inherited (`close_inherited`), so that it ends too when the parent is killed.
 
 One bound is kept per process rather than per capture: SASL state is remembered for
 65,536 connections (`ingest.sasl`) in each worker, so beyond that many SASL
