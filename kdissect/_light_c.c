@@ -575,6 +575,17 @@ settle(LightsObject *self, LightObject *light, PyObject *released)
     return pair(self, light) < 0 || push(self, light, released) < 0 ? -1 : 0;
 }
 
+/* Connection `local` of `worker`, as the merge found it (`connections`, keyed (worker, local)):
+ * a new reference, or NULL with an exception set. */
+static PyObject *
+connection_of(PyObject *connections, PyObject *worker, PyObject *local)
+{
+    PyObject *key = PyTuple_Pack(2, worker, local);
+    PyObject *connection = key == NULL ? NULL : PyObject_GetItem(connections, key);
+    Py_XDECREF(key);
+    return connection;
+}
+
 /* light.made: message `number` of `worker` from its nine fields, its text a Piece of the
  * worker's ring where it lies there, what `prepare` made of it put in `prepared`. */
 static PyObject *
@@ -625,11 +636,7 @@ make(LightsObject *self, PyObject *number, PyObject *worker, PyObject *fields, P
     Py_DECREF(ready);
     if (failed)
         return NULL;
-    PyObject *key = PyTuple_Pack(2, worker, PyTuple_GET_ITEM(fields, 0));
-    if (key == NULL)
-        return NULL;
-    PyObject *connection = PyObject_GetItem(connections, key);
-    Py_DECREF(key);
+    PyObject *connection = connection_of(connections, worker, PyTuple_GET_ITEM(fields, 0));
     if (connection == NULL)
         return NULL;
     PyObject *header_notes = PyTuple_GET_ITEM(fields, 7), *notes;
@@ -654,8 +661,8 @@ make_plain(LightsObject *self, PyObject *number, PyObject *worker, const int64_t
            PyObject *rings)
 {
     enum { LOCAL, FLAGS, CORRELATION_ID, LAST_NS, SIZE, START, LENGTH, NOTES, CUT, END, FIELDS };
-    PyObject *value[FIELDS] = {NULL}, *text = NULL, *ready = NULL, *key = NULL, *connection = NULL,
-             *notes = NULL, *light = NULL;
+    PyObject *value[FIELDS] = {NULL}, *text = NULL, *ready = NULL, *connection = NULL, *notes = NULL,
+             *light = NULL;
     for (int i = 0; i < FIELDS; i++)
         if (i != FLAGS && (value[i] = PyLong_FromLongLong(row[i])) == NULL)
             goto done;
@@ -670,8 +677,8 @@ make_plain(LightsObject *self, PyObject *number, PyObject *worker, const int64_t
         }
     }
     if (text == NULL || (ready = PyTuple_Pack(4, text, value[NOTES], value[CUT], value[END])) == NULL
-        || PyDict_SetItem(self->prepared, number, ready) < 0 || (key = PyTuple_Pack(2, worker, value[LOCAL])) == NULL
-        || (connection = PyObject_GetItem(connections, key)) == NULL || (notes = PyList_New(0)) == NULL)
+        || PyDict_SetItem(self->prepared, number, ready) < 0
+        || (connection = connection_of(connections, worker, value[LOCAL])) == NULL || (notes = PyList_New(0)) == NULL)
         goto done;
     light = light_of(number, connection, row[FLAGS] & 1 ? Py_True : Py_False, value[CORRELATION_ID],
                      row[FLAGS] & 2 ? Py_True : Py_False, value[LAST_NS], value[SIZE], empty_tuple, notes);
@@ -680,7 +687,6 @@ done:
         Py_XDECREF(value[i]);
     Py_XDECREF(text);
     Py_XDECREF(ready);
-    Py_XDECREF(key);
     Py_XDECREF(connection);
     return light;
 }
@@ -749,7 +755,7 @@ pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long row[ROW] = {0};
     for (Py_ssize_t i = 0; i < KEY; i++) {
         PyObject *value = i < given ? PyTuple_GET_ITEM(key, i) : sequence;
-        if (!PyLong_Check(value)) {
+        if (!PyLong_CheckExact(value)) { /* as light.pack: ints, not bools */
             PyErr_SetString(PyExc_TypeError, "a key is of ints");
             return NULL;
         }

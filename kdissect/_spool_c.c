@@ -162,7 +162,7 @@ place_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *lines = args[3];
     if (PyErr_Occurred())
         return NULL;
-    if (!PyList_Check(lines))
+    if (!PyList_CheckExact(lines)) /* as spool.place_lines */
         Py_RETURN_NONE;
     Py_ssize_t count = PyList_GET_SIZE(lines);
     long long length = count ? count - 1 : 0; /* the newlines between them */
