@@ -32,6 +32,11 @@ N, the cores slow each other down (memory, caches, a host shared with others); a
 the machine was faster during those runs than during the one-job runs, and the figures
 of the row move with it.
 
+After the table come every run's wall seconds, and the median of the speed-ups of the
+runs taken in turn: on a machine shared with others, whose speed moves by a fifth from
+one minute to the next, the fastest of each command may come from different minutes,
+and the spread says how far to trust the row.
+
     python benchmarks/bench_jobs.py --size-mb 100
 """
 
@@ -114,13 +119,28 @@ def best(results: list[tuple[float, str, Phases]]) -> tuple[float, str, Phases]:
     return fastest[0], results[0][1], fastest[2]
 
 
-def in_turns(one: list[str], many: list[str], repeat: int) -> tuple[tuple[float, str, Phases], ...]:
-    """The fastest of `repeat` runs of each command, the two taking turns."""
+def in_turns(one: list[str], many: list[str], repeat: int,
+             ) -> tuple[tuple[float, str, Phases], tuple[float, str, Phases], list[list[float]]]:
+    """The fastest of `repeat` runs of each command, the two taking turns; and the wall
+    seconds of every run of each, in the order they ran."""
     runs: list[list[tuple[float, str, Phases]]] = [[], []]
     for _ in range(repeat):
         for results, command in zip(runs, (one, many), strict=True):
             results.append(timed(command))
-    return best(runs[0]), best(runs[1])
+    return best(runs[0]), best(runs[1]), [[result[0] for result in results] for results in runs]
+
+
+def spread(label: str, walls: list[list[float]], jobs: int) -> str:
+    """Every run's wall seconds, and the median of the speed-ups of the runs taken in turn
+    (run i of one job against run i of several, made one after the other): a machine that
+    changes speed between the pairs moves each of them less than it moves the fastest."""
+    ones, manys = walls
+    ratios = sorted(one / many for one, many in zip(ones, manys, strict=True))
+    middle = len(ratios) // 2
+    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    return (f"{label}: --jobs 1 {' '.join(f'{w:.2f}' for w in ones)} s; --jobs {jobs} "
+            f"{' '.join(f'{w:.2f}' for w in manys)} s; run by run {' '.join(f'{r:.2f}x' for r in ratios)}, "
+            f"median {median:.2f}x")
 
 
 def together(command: list[str], copies: int, repeat: int) -> float:
@@ -201,10 +221,12 @@ def main() -> None:
             "tables": lambda jobs: tables(path, jobs, "per-api"),
             "all": lambda jobs: tables(path, jobs, "all"),
         }
+        spreads: list[str] = []
         for name, command in runs.items():
             if name in args.skip:
                 continue
-            (one, found, cpu_one), (many, again, cpu_many) = in_turns(command(1), command(args.jobs), args.repeat)
+            (one, found, cpu_one), (many, again, cpu_many), walls = in_turns(command(1), command(args.jobs),
+                                                                              args.repeat)
             if found != again:
                 raise SystemExit(f"{name}: {found!r} with one job, {again!r} with {args.jobs}")
             label = {"-V": "kdissect -V", "tables": "read_pcap + per-API tables",
@@ -221,10 +243,15 @@ def main() -> None:
                 at_once, ceiling = f"{seconds:.2f}", f"{args.jobs * one / seconds:.2f}x"
             print(f"| {label} | {one:.2f} | {many:.2f} | {one / many:.2f}x | {sum(map(sum, cpu_one)):.2f} "
                   f"| {spent} | {bound} | {at_once} | {ceiling} |", flush=True)
+            spreads.append(spread(label, walls, args.jobs))
         if "tshark" not in args.skip and shutil.which("tshark"):
             seconds, _, cpu = timed(["tshark", "-r", str(path), "-V", "-d", "tcp.port==9092,kafka"])
             print(f"| tshark -V (one process) | {seconds:.2f} | | | {sum(map(sum, cpu)):.2f} | | | | |")
         print(f"load after: {load()}")
+        if spreads:
+            print("every run, in the order run (wall seconds):")
+            for line in spreads:
+                print(f"- {line}")
 
 
 if __name__ == "__main__":
