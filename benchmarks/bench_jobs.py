@@ -47,6 +47,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -136,11 +137,9 @@ def spread(label: str, walls: list[list[float]], jobs: int) -> str:
     changes speed between the pairs moves each of them less than it moves the fastest."""
     ones, manys = walls
     ratios = sorted(one / many for one, many in zip(ones, manys, strict=True))
-    middle = len(ratios) // 2
-    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
     return (f"{label}: --jobs 1 {' '.join(f'{w:.2f}' for w in ones)} s; --jobs {jobs} "
             f"{' '.join(f'{w:.2f}' for w in manys)} s; run by run {' '.join(f'{r:.2f}x' for r in ratios)}, "
-            f"median {median:.2f}x")
+            f"median {statistics.median(ratios):.2f}x")
 
 
 def together(command: list[str], copies: int, repeat: int) -> float:
