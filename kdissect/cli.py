@@ -287,7 +287,10 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     if args.export:
         from kdissect.present.export import export_files
 
-        return export_files(args, keep, _open_capture, _warn)
+        def read(paths: list[str], lost: list[str]) -> Iterator[tuple[Message, Any] | None]:
+            return _messages(paths, args, CaptureClock(), lost=lost)
+
+        return export_files(args, keep, read, _warn)
     sink = _make_sink(args)
     try:
         status = _list(args, keep, sink)
@@ -351,22 +354,27 @@ def _live_input(paths: list[str]) -> bool:
 def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
               prepare: Prepare | None = None, before_note: Callable[[], None] | None = None,
               *, released: Callable[[list[tuple[Message, Any]]], None] | None = None,
-              ) -> Iterator[tuple[Message, Any] | None]:
+              lost: list[str] | None = None) -> Iterator[tuple[Message, Any] | None]:
     """The messages of the captures in `paths`, read as one capture merged by packet time,
     each with what `prepare` made of it (on a worker process with --jobs), else None.
 
     A None is yielded for each file that could not be read (after its one-line
     message); the other files are still read. `released`, if given, may be handed the
     messages of `--jobs` a list at a time, in their place (`parallel.read_messages`).
+    `lost`, if given, is told the name of each file that could not be read.
     """
+    lost = [] if lost is None else lost
     jobs = _jobs(paths, args)
     if jobs > 1:
-        yield from _parallel_messages(paths, args, clock, prepare, jobs, before_note, released=released)
+        yield from _parallel_messages(paths, args, clock, prepare, jobs, before_note, released=released,
+                                      lost=lost)
         return
     opened = [(path, _open_capture(path)) for path in paths]
     readable = [(path, stream) for path, stream in opened if stream is not None]
-    for _ in range(len(opened) - len(readable)):
-        yield None
+    for path, stream in opened:
+        if stream is None:
+            lost.append(_display_name(path))
+            yield None
     if not readable:
         return
     names = [_display_name(path) for path, _ in readable]
@@ -376,6 +384,7 @@ def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
 
     def unreadable(index: int, problem: CaptureError) -> None:
         _warn(f"{names[index]}: {problem}")
+        lost.append(names[index])
         failed.append(index)
 
     try:
@@ -386,6 +395,7 @@ def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
             yield message, None
     except CaptureError as exc:
         _warn(f"{names[0]}: {exc}")
+        lost.append(names[0])
         yield None
     finally:
         for bar in progress:
@@ -412,7 +422,7 @@ def _jobs(paths: list[str], args: argparse.Namespace) -> int:
 def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
                        prepare: Prepare | None, jobs: int, before_note: Callable[[], None] | None = None,
                        *, released: Callable[[list[tuple[Message, Any]]], None] | None = None,
-                       ) -> Iterator[tuple[Message, Any] | None]:
+                       lost: list[str]) -> Iterator[tuple[Message, Any] | None]:
     """`_messages` on `jobs` worker processes (files that cannot be opened are left out first)."""
     from kdissect.parallel import read_messages as read_in_parallel  # a WorkerError is internal
 
@@ -424,6 +434,7 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
     for path in paths:
         stream = _open_capture(path)
         if stream is None:
+            lost.append(_display_name(path))
             yield None
             continue
         stream.close()
@@ -437,6 +448,7 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
     def unreadable(index: int, problem: CaptureError) -> None:
         nonlocal failed
         _warn(f"{readable[index]}: {problem}")
+        lost.append(readable[index])
         failed += 1
 
     from kdissect.decode.values import cycle_collection_paused
@@ -456,6 +468,7 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
                                         progress=None if bar is None else bar.reach, released=released)
     except CaptureError as exc:
         _warn(f"{readable[0]}: {exc}")
+        lost.append(readable[0])
         yield None
     finally:
         if bar is not None:
@@ -507,7 +520,9 @@ def _display_name(path: str) -> str:
 
 
 def _warn(text: str) -> None:
-    print(f"kdissect: {text}", file=sys.stderr)
+    """A one-line message to stderr, escaped as text from the wire is: it may quote a file
+    name, and a name can hold control characters."""
+    print(f"kdissect: {printable(text)}", file=sys.stderr)
 
 
 class _ProblemReporter:

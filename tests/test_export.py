@@ -1,8 +1,11 @@
 """`kdissect --export DIR --format parquet|csv` writes tables that read back as they were.
 
 The command runs as a user runs it, in a subprocess, over the three shipped
-captures at once (one sub-directory per capture); what pandas reads back from
-the files must equal the tables `read_pcap` builds in memory.
+captures at once, read as captures of their own (`--separate`: one partition, or
+one CSV sub-directory, per capture); what pandas reads back from the files must
+equal the tables `read_pcap` builds in memory. Files given without `--separate`
+are one capture, as the listing reads them: a rotated set exports as the capture
+it was cut from.
 """
 
 from __future__ import annotations
@@ -31,13 +34,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_export(shipped_captures: Path, target: Path, export_format: str) -> list[str]:
     pcaps = [str(shipped_captures / f"{name}.pcap") for name in CAPTURES]
-    run = subprocess.run(
-        [sys.executable, "-m", "kdissect", "--export", str(target), "--format", export_format,
-         *pcaps],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
-    assert run.returncode == 0, run.stderr
-    assert run.stderr == ""
-    return run.stdout.splitlines()
+    return exported(target, "--format", export_format, "--separate", *pcaps)
+
+
+def exported(target: Path, *arguments: str, stdin: bytes | None = None, status: int = 0) -> list[str]:
+    """`kdissect --export target ARGUMENTS`: the files it says it wrote (exit `status`)."""
+    run = subprocess.run([sys.executable, "-m", "kdissect", "--export", str(target), *arguments],
+                         capture_output=True, input=stdin, timeout=120, check=False, cwd=ROOT)
+    assert run.returncode == status, run.stderr
+    if status == 0:
+        assert run.stderr == b""
+    return run.stdout.decode().splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +212,60 @@ def test_record_bytes_are_hex_and_headers_json_in_csv(tmp_path: Path) -> None:
     assert found.value.tolist() == [("" if v is None else v.hex()) for v in records.value]
     assert [json.loads(h) for h in found.headers] == [
         [[key, data.hex()] for key, data in headers] for headers in records.headers]
+
+
+# -- several files ----------------------------------------------------------------------
+
+def test_a_rotated_set_exports_as_the_capture_it_was_cut_from(shipped_captures: Path, tmp_path: Path) -> None:
+    """Files given together are one capture, as the listing reads them: the messages and
+    exchanges of a split capture equal the unsplit one's, `file` apart (numbering runs on,
+    a request in one file stays paired with its response in the next)."""
+    from tools.split_capture import split
+
+    data = (shipped_captures / "quorum_story.pcap").read_bytes()
+    parts = []
+    for index, part in enumerate(split(data, [21])):
+        parts.append(tmp_path / f"quorum-{index}.pcap")
+        parts[-1].write_bytes(part)
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    exported(whole, str(shipped_captures / "quorum_story.pcap"))
+    printed = exported(cut, *map(str, parts))
+    assert str(cut / "messages" / "capture=quorum-1.pcap" / "part.0.parquet") in printed
+    for table, order in (("messages", "number"), ("exchanges", "request"), ("quorum", "number")):
+        expected = pd.read_parquet(whole / table).drop(columns=["file", "capture"])
+        found = pd.read_parquet(cut / table)
+        if table == "messages":  # (a table of some APIs may lie in one file only)
+            assert set(found["capture"].astype(str)) == {"quorum-0.pcap", "quorum-1.pcap"}
+        found = found.drop(columns=["file", "capture"]).sort_values(order, kind="stable")
+        pd.testing.assert_frame_equal(found.reset_index(drop=True), expected, check_exact=True)
+
+
+def test_separate_csv_exports_of_files_named_alike_keep_both(shipped_captures: Path, tmp_path: Path) -> None:
+    """Two folders' `cap.pcap` with --separate: two CSV folders, nothing overwritten."""
+    first, second = tmp_path / "a" / "cap.pcap", tmp_path / "b" / "cap.pcap"
+    for path, name in ((first, "quorum_story"), (second, "producers_story")):
+        path.parent.mkdir()
+        path.write_bytes((shipped_captures / f"{name}.pcap").read_bytes())
+    target = tmp_path / "out"
+    printed = exported(target, "--format", "csv", "--separate", str(first), str(second))
+    assert len(printed) == len(set(printed)) == 2 * len(TABLES)
+    for folder, name in (("cap", "quorum_story"), ("cap-2", "producers_story")):
+        rows = pd.read_csv(target / folder / "messages.csv")
+        assert len(rows) == len(kdissect.read_pcap(shipped_captures / f"{name}.pcap").messages)
+
+
+def test_an_export_from_standard_input_is_one_partition(shipped_captures: Path, tmp_path: Path) -> None:
+    data = (shipped_captures / "quorum_story.pcap").read_bytes()
+    printed = exported(tmp_path / "out", "-", stdin=data)
+    assert str(tmp_path / "out" / "messages" / "capture=standard input" / "part.0.parquet") in printed
+    assert sorted(p.name for p in (tmp_path / "out" / "messages").iterdir()) == ["capture=standard input"]
+    assert set(pd.read_parquet(tmp_path / "out" / "messages")["file"].astype(str)) == {"standard input"}
+
+
+def test_an_unreadable_file_in_an_export_is_named_and_the_rest_written(shipped_captures: Path,
+                                                                       tmp_path: Path) -> None:
+    not_a_capture = tmp_path / "notes.txt"
+    not_a_capture.write_text("not a capture")
+    printed = exported(tmp_path / "out", str(not_a_capture), str(shipped_captures / "quorum_story.pcap"),
+                       status=2)
+    assert printed and all("capture=quorum_story.pcap" in line for line in printed)

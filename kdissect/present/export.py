@@ -1,8 +1,10 @@
 """`kdissect --export DIR`: the analysis tables of each capture as Parquet or CSV.
 
 The messages exported are those the listing would show: `--api`, `-Y` and `-c`
-apply (a count over all the files, as for the listing). Each file is read as a
-capture of its own.
+apply (a count over all the files, as for the listing), and several files are one
+capture merged by packet time, as listed (numbering and connections run on across
+them; the `file` column says which file each message came from), or with
+`--separate` each a capture of its own.
 
 Parquet is one dataset, partitioned by table and capture file in Hive's layout,
 the same as `kdissect.dask.to_parquet` writes (`write_partitions` does both):
@@ -11,57 +13,93 @@ the same as `kdissect.dask.to_parquet` writes (`write_partitions` does both):
 
 which DuckDB reads directly (`read_parquet('DIR/messages/*/*.parquet',
 hive_partitioning=true)`), as do Spark and Polars. CSV is one file per table
-(`DIR/messages.csv`; `DIR/<file stem>/messages.csv` for several files).
+(`DIR/messages.csv`; with `--separate`, `DIR/<file stem>/messages.csv` for each file).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
-from kdissect.ingest.capture import CaptureError
-from kdissect.ingest.framing import DEFAULT_PORTS
-from kdissect.notes import Note
 from kdissect.pair.message import Message
 
 if TYPE_CHECKING:
     import pandas as pd
 
 EXIT_OK, EXIT_USAGE = 0, 2
-MAX_CAPTURE_NOTES = 20
 
 
 def export_files(
     args: argparse.Namespace,
     keep: Callable[[Message], bool],
-    open_capture: Callable[[str], BinaryIO | None],
+    read: Callable[[list[str], list[str]], Iterable[tuple[Message, Any] | None]],
     warn: Callable[[str], None],
 ) -> int:
+    """Export the captures of `args.files`: one capture merged by packet time, as listed,
+    or with `--separate` each file its own. `read(paths, lost)` reads the messages of
+    `paths` as one capture (None for each file it could not read, which it names in
+    `lost`); the exit status."""
     problem = target_problem(Path(args.export))
     if problem:
         warn(f"--export {args.export}: {problem}")
         return EXIT_USAGE
+    groups = [[path] for path in args.files] if args.separate else [list(args.files)]
+    folders: set[str] = set()
     status = EXIT_OK
-    several = len(args.files) > 1
     left = args.count
-    for index, path in enumerate(args.files):
+    for part, paths in enumerate(groups):
         if left is not None and left <= 0:
             break
+        lost: list[str] = []
+        messages = _selected(read(paths, lost), keep, left)
+        names = [name for name in map(_name, paths) if name not in lost]
+        if lost:
+            status = EXIT_USAGE
+        if not names:
+            continue
         target = Path(args.export)
-        if several and args.format == "csv":
-            target = target / (Path(path).stem if path != "-" else f"stdin{index}")
-        written = _export_one(args, path, target, keep, left, open_capture, warn, index)
-        if written is None:
+        if len(groups) > 1 and args.format == "csv":
+            target = target / _folder(paths[0], folders)
+        if not _write(args, messages, names, target, part, warn):
             status = EXIT_USAGE
             continue
         if left is not None:
-            left -= written
+            left -= len(messages)
     return status
+
+
+def _selected(found: Iterable[tuple[Message, Any] | None], keep: Callable[[Message], bool],
+              limit: int | None) -> list[Message]:
+    """The messages `keep` selects, at most `limit` of them (then nothing more is read)."""
+    messages: list[Message] = []
+    if limit is not None and limit <= 0:
+        return messages
+    for item in found:
+        if item is not None and keep(item[0]):
+            messages.append(item[0])
+            if limit is not None and len(messages) >= limit:
+                break
+    return messages
+
+
+def _name(path: str) -> str:
+    """A capture's name in the tables' `file` column and the messages about it."""
+    return "standard input" if path == "-" else path
+
+
+def _folder(path: str, taken: set[str]) -> str:
+    """The CSV folder of a capture read with --separate: its file's stem (`stdin` for
+    standard input), with -2, -3, ... after a stem already taken (two folders' `cap.pcap`)."""
+    stem = "stdin" if path == "-" else Path(path).stem
+    folder, suffix = stem, 1
+    while folder in taken:
+        suffix += 1
+        folder = f"{stem}-{suffix}"
+    taken.add(folder)
+    return folder
 
 
 def target_problem(target: Path) -> str | None:
@@ -74,37 +112,16 @@ def target_problem(target: Path) -> str | None:
     return None
 
 
-def _export_one(args: argparse.Namespace, path: str, target: Path, keep: Callable[[Message], bool],
-                limit: int | None, open_capture: Callable[[str], BinaryIO | None],
-                warn: Callable[[str], None], index: int) -> int | None:
-    """Export one capture; the number of messages written, None when it failed."""
-    from kdissect.pipeline import read_messages
+def _write(args: argparse.Namespace, messages: list[Message], names: list[str], target: Path,
+           part: int, warn: Callable[[str], None]) -> bool:
+    """The tables of the capture made of `messages` (read from the files `names`) written
+    under `target`, each file written named on stdout; False when they could not be."""
     from kdissect.present.analysis import Capture
 
-    stream = open_capture(path)
-    if stream is None:
-        return None
-    problems: list[Note] = []
-    try:
-        found = (m for m in read_messages(stream, ports=[*DEFAULT_PORTS, *args.port],
-                                          detect=not args.no_detect,
-                                          max_frame_size=args.max_frame_size,
-                                          report=problems.append, tls_keylog=args.tls_keylog,
-                                          show_secrets=args.show_secrets) if keep(m))
-        messages = list(itertools.islice(found, limit))
-    except CaptureError as exc:
-        warn(f"{path}: {exc}")
-        return None
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
-    for note in problems[:MAX_CAPTURE_NOTES]:
-        warn(f"{path}: {note}")
-    capture = Capture(messages, source=path, problems=problems, jobs=_table_jobs(args, path))
+    capture = Capture(messages, source=", ".join(names), files=names, jobs=_table_jobs(args, names))
     try:
         if args.format == "parquet":
-            name = "standard input" if path == "-" else path
-            files = written_dataset(capture, target, name, index)
+            files = written_dataset(capture, target, names, part)
         else:
             files = capture.export(target, args.format)
         for written in files:
@@ -113,24 +130,24 @@ def _export_one(args: argparse.Namespace, path: str, target: Path, keep: Callabl
         raise  # the listing of files written was cut (`| head`): the command's to handle
     except OSError as exc:
         warn(f"--export {target}: {exc.strerror or exc}")
-        return None
-    return len(messages)
+        return False
+    return True
 
 
-def _table_jobs(args: argparse.Namespace, path: str) -> int:
+def _table_jobs(args: argparse.Namespace, paths: list[str]) -> int:
     """Worker processes that build the tables (`--jobs`, by default as for reading)."""
     from kdissect.parallel import MAX_JOBS, default_jobs, parallel_readable
 
     if args.jobs:
         return min(args.jobs, MAX_JOBS)
-    return default_jobs([path]) if parallel_readable([path]) else 1
+    return default_jobs(paths) if parallel_readable(paths) else 1
 
 
-def written_dataset(capture: Any, target: Path, file: str, part: int) -> list[Path]:
-    """Every table of `capture` into the dataset at `target`, one partition for `file`."""
+def written_dataset(capture: Any, target: Path, files: list[str], part: int) -> list[Path]:
+    """Every table of `capture` into the dataset at `target`, a partition for each of `files`."""
     written = []
     for name, frame in capture.tables().items():
-        written.extend(write_partitions(frame, target / name, part, files=[file]))
+        written.extend(write_partitions(frame, target / name, part, files=files))
     return written
 
 
