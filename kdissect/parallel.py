@@ -333,6 +333,7 @@ def read_to_come(
     show_secrets: bool = False,
     preload: Iterable[str] = (),
     finish: Finish,
+    clock: CaptureClock | None = None,
 ) -> tuple[MessagesToCome, Finished]:
     """`read_messages` with `finish`, for a caller that may never need the messages
     themselves (`read_pcap`, whose per-API tables the workers make): the same messages,
@@ -356,7 +357,7 @@ def read_to_come(
     team = _Team(paths, jobs, options, None, finish, context, ahead=0, duplex=True, plan=plan)
     try:
         kept = [team.keys(index) for index in range(jobs)]  # no bound: none waits for another
-        merged = _Merge(team, report, None, None, {}, keep_numbers=True)
+        merged = _Merge(team, report, None, clock, {}, keep_numbers=True)
         merged.number(kept)
         merged.finish(options)
     except BaseException:
@@ -811,7 +812,7 @@ class _Merge:
             for worker in range(len(keys)):
                 numbers[worker] = np.flatnonzero(placed == worker) + 1  # an array: what `Finished` users take
         others = sorted(((key, worker, what, event) for worker, (_frames, found) in enumerate(kept)
-                         for key, what, event in found if what != "start"), key=itemgetter(0))
+                         for key, what, event in found), key=itemgetter(0))
         for _key, worker, what, event in others:
             if what == "unreadable":
                 raise CaptureError(event[1])

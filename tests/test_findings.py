@@ -316,6 +316,27 @@ def test_findings_command_jsonl_gives_one_object_per_finding():
     assert records[0]["severity"] == "high" and records[0]["first_time"].endswith("+00:00")
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_findings_times_count_from_the_first_packet_as_the_listing_does(jobs):
+    """A finding's span starts at the listed time of one of its evidence messages (seconds
+    since the capture's first packet, not since its first Kafka message)."""
+    capture = str(CAPTURES / "incident.pcap")
+    found = run("--findings", "-j", jobs, capture)
+    listed = run("-j", jobs, capture)
+    assert found.returncode == listed.returncode == 0, found.stderr + listed.stderr
+    times = {int(line.split()[0]): float(line.split()[1]) for line in listed.stdout.splitlines()}
+    assert min(times.values()) > 0.01  # the capture starts before its first message
+    lines = found.stdout.splitlines()
+    checked = 0
+    for head, evidence in zip(lines, lines[2:], strict=False):
+        if head[:1].isupper() and evidence.strip().startswith("messages:"):
+            shown = [int(n) for n in evidence.split(":")[1].replace("...", "").split(",")]
+            start = float(head.split()[2].split("s..")[0])
+            assert any(abs(start - times[n]) < 0.0006 for n in shown), head  # the time of one of them
+            checked += 1
+    assert checked >= 5
+
+
 def test_findings_command_json_is_one_array_of_the_jsonl_objects():
     lines = run("--findings", "-T", "jsonl", str(CAPTURES / "incident.pcap"))
     array = run("--findings", "-T", "json", str(CAPTURES / "incident.pcap"))

@@ -36,7 +36,7 @@ from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.parallel import MessagesToCome
-from kdissect.pipeline import KeyLogSource, read_messages
+from kdissect.pipeline import CaptureClock, KeyLogSource, read_messages
 from kdissect.present.columns import column as typed_column
 from kdissect.present.columns import typed
 from kdissect.present.html import capture_html
@@ -84,6 +84,7 @@ def read_pcap(
         configure_definitions(schemas)
 
     problems: list[Note] = []
+    clock = CaptureClock()  # the capture's first packet: what relative times count from
     keep = selector(apis, filter)
     sources = capture_paths(path)
     jobs = _jobs(sources, jobs, tls_keylog)
@@ -97,8 +98,9 @@ def read_pcap(
         to_come, finished = read_to_come(sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                          report=problems.append, show_secrets=show_secrets,
                                          preload=("kdissect.present.parallel_tables",),
-                                         finish=functools.partial(api_tables, api_frames_made))
-        capture = Capture(to_come, source=", ".join(names), problems=problems, files=names, jobs=jobs)
+                                         finish=functools.partial(api_tables, api_frames_made), clock=clock)
+        capture = Capture(to_come, source=", ".join(names), problems=problems, files=names, jobs=jobs,
+                          start=clock.start)
         capture._workers = TableJobs(jobs, early=finished)
         return capture
     with cycle_collection_paused():
@@ -108,15 +110,16 @@ def read_pcap(
 
             found = (message for message, _ in read_in_parallel(
                 sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
-                report=problems.append, show_secrets=show_secrets,
+                report=problems.append, show_secrets=show_secrets, clock=clock,
                 preload=("kdissect.present.parallel_tables",), finish=functools.partial(api_tables, api_frames_made),
                 finished=early.append))
         else:
             found = read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                   report=problems.append, tls_keylog=tls_keylog,
-                                  show_secrets=show_secrets)
+                                  show_secrets=show_secrets, clock=clock)
         messages = [message for message in found if keep(message)]
-    capture = Capture(messages, source=", ".join(names), problems=problems, files=names, jobs=jobs)
+    capture = Capture(messages, source=", ".join(names), problems=problems, files=names, jobs=jobs,
+                      start=clock.start)
     if early:
         from kdissect.present.parallel_tables import TableJobs
 
@@ -158,14 +161,24 @@ class Capture:
     """The Kafka messages of one capture and the DataFrames made from them."""
 
     def __init__(self, messages: list[Message] | MessagesToCome, source: str = "",
-                 problems: list[Note] | None = None, files: list[str] | None = None, jobs: int = 1):
+                 problems: list[Note] | None = None, files: list[str] | None = None, jobs: int = 1,
+                 start: float | None = None):
         self._messages = messages  # or, read on worker processes, what they will be made of
+        self._start = start  # epoch seconds of the capture's first packet, when known
         self.jobs = jobs  # worker processes that build the tables
         self._workers: Any = None
         self.source = source
         self.files = files or ([source] if source else [])
         self.problems = problems or []
         self._api_tables: dict[str, pd.DataFrame] = {}
+
+    @property
+    def start(self) -> float | None:
+        """Epoch seconds of the capture's first packet, what the listing's relative times count
+        from (that of its first message where the packets are not known); None without any."""
+        if self._start is not None:
+            return self._start
+        return self.message_list[0].time if self.message_list else None
 
     @property
     def message_list(self) -> list[Message]:

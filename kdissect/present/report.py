@@ -175,8 +175,8 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
     packets = PacketData(budget=detail_budget)
     evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail)
     found = findings_module.run_detectors(evidence)
-    if capture.message_list:
-        packets.base_time = capture.message_list[0].time
+    if capture.start is not None:
+        packets.base_time = capture.start
     for message in capture.message_list:
         packets.add_row(message)
     page_data = {"strings": packets.strings.table(), "columns": packets.columns,
@@ -448,8 +448,7 @@ def findings_main(argv: list[str]) -> int:
     if capture is None:
         return 2
     found = findings_module.find(capture, thresholds)
-    write_findings(found, sys.stdout, args.output,
-                   capture.message_list[0].time if capture.message_list else None)
+    write_findings(found, sys.stdout, args.output, capture.start)
     return 0
 
 
