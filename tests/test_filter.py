@@ -183,6 +183,14 @@ def test_a_bare_field_is_true_when_present(captures):
     assert numbers(quorum, "!latency_ms") == where(quorum, lambda m: m.latency is None)
 
 
+def test_a_bare_flag_is_true_when_set(captures):
+    """`tls` is a flag every message has: bare, it selects the messages read from TLS
+    (none of clear-text captures; the recorded TLS tests check the others)."""
+    for messages in captures.values():
+        assert numbers(messages, "tls") == [] and numbers(messages, "!tls") == where(messages, bool)
+        assert numbers(messages, "tls == false") == where(messages, bool)
+
+
 def test_generated_values_are_fields_too(captures):
     quorum = captures["quorum_story"]
     assert numbers(quorum, "lag > 0") == where(

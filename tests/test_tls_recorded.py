@@ -24,6 +24,7 @@ from kdissect.cli import main
 from kdissect.notes import Note
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
+from kdissect.present.filter import compile_filter
 from kdissect.present.records import tree_record
 from tests.conftest import ROOT, missing
 
@@ -134,6 +135,9 @@ def test_decrypted_messages_equal_the_clear_text_twin(recordings: Recordings, na
     assert messages and by_connection(messages) == by_connection(clear)
     assert all(m.frame.connection.tls for m in messages)
     assert not any(m.frame.connection.tls for m in clear)
+    tls, clear_text = compile_filter("tls"), compile_filter("!tls")  # the flag, bare
+    assert all(map(tls, messages)) and not any(map(clear_text, messages))
+    assert all(map(clear_text, clear)) and not any(map(tls, clear))
     requests = [m for m in messages if m.is_request]
     assert [(m.api_key, m.api_version, m.correlation_id) for m in requests] == [
         (e["api_key"], e["api_version"], e["correlation_id"]) for e in run["exchanges"]]

@@ -11,7 +11,8 @@ The expression is tokenised and parsed here into a small tree of predicates: not
 is ever evaluated as code. Every field and every comparison is checked when the
 filter is compiled: an unknown field, or a value of another type than its field's,
 is a `FilterError` naming both. A field compared with several values is true when
-any value satisfies the comparison (a bare field: when it is present).
+any value satisfies the comparison (a bare field: when it is present; a message's flag,
+such as `tls`: when it is set).
 
 Parts that need the body are evaluated last, and only for messages the cheap parts
 did not already decide; the body is decoded only for APIs whose definitions have
@@ -404,6 +405,10 @@ _ORDERED_KINDS = frozenset({NUMBER, STRING})
 
 
 def _exists(field: Field) -> Node:
+    """A bare field: true when the message has it; a message's flag (`tls`), which every
+    message has, when it is set."""
+    if field.column is not None and field.column.kind == BOOLEAN:
+        return Node(lambda c: any(field.values(c)), field.costly)
     return Node(lambda c: next(field.values(c), None) is not None, field.costly)
 
 
