@@ -8,6 +8,7 @@ import json
 import struct
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,25 @@ def test_lost_bytes_make_a_gap_finding_with_the_bytes_counted(tmp_path):
     found = F.find(kdissect.read_pcap(crafted(tmp_path, talk, {lost + 1})))
     gap = the(found, "capture.gap")
     assert gap.details["lost_bytes"] == 1000 and gap.severity is Severity.MEDIUM
+
+
+def test_a_request_shown_at_the_hold_limit_and_never_answered_is_unanswered(tmp_path):
+    """A request released before the capture ends (no answer within the hold limit) and
+    never answered after is a `traffic.unanswered` finding, as one still held at the end."""
+    talk = Conversation.between(("10.0.0.2", 40002), ("10.0.0.1", 9092))
+    talk.handshake()
+    talk.send(True, kafka_request(3, 1, 1))  # never answered
+    held = len(talk.packets)
+    for correlation_id in range(2, 4):  # 40 s later: past the hold limit
+        talk.send(True, kafka_request(3, 1, correlation_id))
+    items = records(talk.packets, wrap=ethernet)
+    items = items[:held] + [replace(item, timestamp=item.timestamp + 40.0) for item in items[held:]]
+    capture = kdissect.read_pcap(write_pcap(tmp_path / "held.pcap", items))
+    first = capture.message_list[0]
+    assert first.correlation_id == 1 and first.pair is None
+    assert "kafka.response_overdue" in {n.id for n in first.notes}
+    unanswered = [f for f in F.find(capture) if f.id == "traffic.unanswered"]
+    assert 1 in [n for f in unanswered for n in f.messages]
 
 
 def test_tls_on_the_kafka_port_is_a_finding(tmp_path):

@@ -399,6 +399,8 @@ def note_findings(evidence: Evidence) -> Iterator[Finding]:
             continue
         found = message.all_notes()
         ids = {n.id for n in found}
+        if "kafka.response_overdue" in ids and message.is_request and message.pair is None:
+            ids.add("kafka.unanswered")  # shown before the capture ended (hold limit), never answered
         text = "; ".join(n.message for n in found)
         for expert_id, kind, _, _ in _NOTE_KINDS:
             if expert_id in ids:
