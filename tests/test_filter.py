@@ -78,6 +78,20 @@ def test_a_response_answers_for_its_requests_client_id(captures):
         tansu, lambda m: not m.is_request and m.pair is not None and m.pair.client_id == "kdissect-recorder")
 
 
+def test_ipv6_addresses_and_networks_are_written_as_wireshark_writes_them(tmp_path: Path):
+    from tests.craft import Conversation, ethernet, kafka_request, records, write_pcap
+
+    talk = Conversation.between(("2001:db8::2", 40000), ("2001:db8::1", 9092))
+    talk.handshake()
+    talk.send(True, kafka_request(18, 0, 1))
+    messages = list(read_messages(write_pcap(tmp_path / "v6.pcap", records(talk.packets, wrap=ethernet))))
+    assert [m.number for m in messages] == [1]
+    assert numbers(messages, "ip.addr == 2001:db8::1") == [1]
+    assert numbers(messages, "ip.src == 2001:db8::2 && ip.dst == 2001:DB8:0:0:0:0:0:1") == [1]
+    assert numbers(messages, "ip.addr == 2001:db8::/32") == [1]
+    assert numbers(messages, "ip.addr == ::1 || ip.addr == fe80::/10") == []
+
+
 def test_addresses_ports_and_streams(captures):
     quorum = captures["quorum_story"]
     everything = [m.number for m in quorum]
@@ -285,6 +299,10 @@ def test_api_selection_by_key_or_name(captures):
         ("ErrorCode matches \"x\"", "field 'ErrorCode' (int16) is not a string"),
         ('Name matches "("', "invalid regular expression"),
         ("ErrorCode contains 1 && client_id contains 2", "contains takes a string here"),
+        ("api_key == 1.5", "field 'api_key' is an integer (int16); 1.5 is not one"),
+        ("tcp.port == 99999", "field 'tcp.port' (uint16) holds 0 to 65535; 99999 is beyond it"),
+        ("ErrorCode in {0 40000}", "field 'ErrorCode' (int16) holds -32768 to 32767; 40000 is beyond it"),
+        ("ip.addr == 2001:db8::zz", "unexpected"),
     ],
 )
 def test_values_of_another_type_are_refused_naming_both(expression: str, complaint: str):

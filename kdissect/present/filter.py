@@ -65,6 +65,7 @@ _TOKEN = re.compile(r"""
     (?P<space>\s+)
   | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<address>\d{1,3}(?:\.\d{1,3}){3}(?:/\d{1,2})?(?![\w.]))
+  | (?P<address6>[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:/\d{1,3})?(?![\w:.]))
   | (?P<number>(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?!\w)(?!\.\d))
   | (?P<field>[A-Za-z_]\w*(?:\[-?\d*\])?(?:\.[A-Za-z_]\w*(?:\[-?\d*\])?)*)
   | (?P<op>==|!=|<=|>=|&&|\|\||\.\.|[<>!~(){}\[\],-])
@@ -103,7 +104,7 @@ def _token(kind: str, text: str) -> Token:
     if kind == "number":
         is_integer = text.lower().startswith("0x") or text.isdigit()
         return Token(kind, text, int(text, 0) if is_integer else float(text))
-    if kind == "address":
+    if kind in ("address", "address6"):
         return Token("string", text, text)
     if kind == "field" and text in _WORD_OPERATORS:
         return Token("op", _WORD_OPERATORS[text])
@@ -445,6 +446,8 @@ def _matcher(field: Field, literal: Literal, compare: Callable[[Any, Any], bool]
     if STRUCT in field.kinds and len(field.kinds) == 1:
         raise FilterError(f"field {field.name!r} is a struct array ({field.label}); compare a "
                           f"field inside it, such as {field.name}[].<name>")
+    if literal.kind == NUMBER and compare in (operator.eq, operator.ne):
+        _check_integer(field, literal)
     for kind in (literal.kind, UUID, ADDRESS, BYTES):
         if kind not in field.kinds:
             continue
@@ -453,6 +456,29 @@ def _matcher(field: Field, literal: Literal, compare: Callable[[Any, Any], bool]
             return _typed_test(kind, wanted, compare)
     raise FilterError(f"cannot compare field {field.name!r} ({field.label}) with "
                       f"{literal.text} ({_literal_label(literal)})")
+
+
+_INTEGER_RANGES = {
+    "int8": (-(1 << 7), (1 << 7) - 1), "int16": (-(1 << 15), (1 << 15) - 1),
+    "int32": (-(1 << 31), (1 << 31) - 1), "varint": (-(1 << 31), (1 << 31) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1), "varlong": (-(1 << 63), (1 << 63) - 1),
+    "uint16": (0, (1 << 16) - 1), "uint32": (0, (1 << 32) - 1),
+}  # fmt: skip
+
+
+def _check_integer(field: Field, literal: Literal) -> None:
+    """An equality no value of an integer field can meet (a fraction, or beyond the type's
+    range) is a mistake, said as one rather than a silently empty result."""
+    ranges = [_INTEGER_RANGES.get(part) for part in field.label.split(" or ")]
+    if not ranges or None in ranges:
+        return
+    value = literal.value
+    if isinstance(value, float) and not value.is_integer():
+        raise FilterError(f"field {field.name!r} is an integer ({field.label}); {literal.text} is not one")
+    low, high = min(r[0] for r in ranges if r), max(r[1] for r in ranges if r)
+    if not low <= value <= high:
+        raise FilterError(f"field {field.name!r} ({field.label}) holds {low} to {high}; "
+                          f"{literal.text} is beyond it")
 
 
 def _converted(field: Field, kind: str, literal: Literal) -> Any:
