@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("the following arguments are required: FILE")
     _tolerant_stdout()
     keep: Callable[[Message], bool] = _every
+    if args.filter is not None and not args.filter.strip():  # -Y '' or -Y ' ': no filter, as tshark
+        args.filter = None
     if args.api is not None or args.filter:  # the filter's machinery only when there is one
         from kdissect.present.filter import FilterError, selector
 

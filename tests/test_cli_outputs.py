@@ -85,6 +85,13 @@ def test_top_lists_the_slowest_exchanges_one_line_each():
         assert line.endswith("no error")
     producers = " ".join(lines("--top", "50", "-Y", "ErrorCode != 0", PRODUCERS))
     assert producers.count("NOT_LEADER_OR_FOLLOWER") == 2
+    answered = sum(m.latency is not None for m in messages)
+    every = lines("--top", "500", QUORUM)  # more asked for than there are: the title says so
+    assert every[0] == f"Slowest 500 exchanges: the {answered} there are" and len(every) == 2 + answered
+
+
+def test_a_blank_filter_is_no_filter_as_for_tshark():
+    assert lines("-Y", " ", QUORUM) == lines("-Y", "", QUORUM) == lines(QUORUM)
 
 
 def test_interval_buckets_count_from_the_first_packet():

@@ -274,9 +274,11 @@ class Statistics:
                 "p99_ms": None if latency is None else latency["p99"]}
 
     def _top_lines(self) -> list[str]:
-        lines = _title(f"Slowest {self.top} exchanges")
+        shown = len(self.slowest)
+        lines = _title(f"Slowest {self.top} exchanges" if shown == self.top
+                       else f"Slowest {self.top} exchanges: the {shown} there are")
         lines += [slow_line(item.message) for item in sorted(self.slowest, reverse=True)]
-        return lines if self.slowest else [*lines, "(no answered requests)"]
+        return lines if self.slowest else [*lines, "(no answered requests among the messages shown)"]
 
     # -- JSON ----------------------------------------------------------------------
 
