@@ -92,6 +92,40 @@ def test_ipv6_addresses_and_networks_are_written_as_wireshark_writes_them(tmp_pa
     assert numbers(messages, "ip.addr == ::1 || ip.addr == fe80::/10") == []
 
 
+def test_fields_inside_record_batches_are_fields_too():
+    """Keys, values, headers and batch fields of the records inside Produce and Fetch, by
+    name or path (through compressed batches too), checked against what kafka-python
+    produced and consumed (the capture's sidecar)."""
+    import json
+
+    session = json.loads((CAPTURES / "tansu_records.json").read_text())
+    messages = list(read_messages(CAPTURES / "tansu_records.pcap"))
+    produce = {(m.number, m.is_request) for m in messages if m.api_key == 0}
+    by_codec: dict[str, set[int]] = {}
+    for record in session["produced"]:
+        if record["key"] is None:
+            continue
+        key = bytes.fromhex(record["key"]).decode()
+        found = numbers(messages, f'key == "{key}"')
+        assert {m.api_key for m in messages if m.number in found} == {0, 1}, key  # produced, fetched
+        assert numbers(messages, f'records[].key == "{key}"') == found
+        sent = [n for n in found if (n, True) in produce]
+        assert len(sent) == 1, key
+        by_codec.setdefault(record["producer"], set()).add(sent[0])
+        for name, value in record["headers"]:
+            text = bytes.fromhex(value).decode("utf-8", errors="replace")
+            test = f'headers[].headerKey == "{name}"'
+            if "\ufffd" not in text:  # (a value a filter's string can spell)
+                test += f' && headerValue == "{text}"'
+            assert sent[0] in numbers(messages, test), test
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):  # (the transactional producer's codec is its own)
+        requests = {n for n in numbers(messages, f'compression == "{codec}"') if (n, True) in produce}
+        assert by_codec[codec] <= requests, codec
+        assert not requests & set().union(*(sent for other, sent in by_codec.items()
+                                                    if other not in (codec, "transactional"))), codec
+    assert numbers(messages, 'key == "no such key"') == []
+
+
 def test_addresses_ports_and_streams(captures):
     quorum = captures["quorum_story"]
     everything = [m.number for m in quorum]

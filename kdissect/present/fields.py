@@ -47,6 +47,24 @@ _PRIMITIVE_KINDS = {
 }  # fmt: skip
 # Values computed by the dissectors rather than read from the wire: name -> (type, parents).
 GENERATED_FIELDS = {"lag": ("int64", frozenset({"CurrentVoters", "Observers"}))}
+# The fields of the record batches inside a `records` field, as `kdissect.decode.record_nodes`
+# names them in the tree (-V): in no message definition, reachable by name in the bodies of
+# the APIs that carry records. `attributes` is left out: a batch's has its bits below it.
+_BATCH_FIELDS = {
+    "baseOffset": "int64", "batchLength": "int32", "partitionLeaderEpoch": "int32",
+    "magic": "int8", "crc": "uint32", "lastOffsetDelta": "int32", "baseTimestamp": "int64",
+    "maxTimestamp": "int64", "producerId": "int64", "producerEpoch": "int16",
+    "baseSequence": "int32", "recordCount": "int32", "records": "[]Record",
+    "compression": "string", "timestampType": "string", "isTransactional": "bool", "isControl": "bool",
+}  # fmt: skip
+_RECORD_FIELDS = {
+    "timestampDelta": "varlong", "timestamp": "int64", "offsetDelta": "varint", "offset": "int64",
+    "keyLength": "varint", "key": "bytes", "valueLength": "varint", "value": "bytes", "headers": "[]Header",
+}  # fmt: skip
+_HEADER_FIELDS = {"headerKeyLength": "varint", "headerKey": "string", "headerValueLength": "varint",
+                  "headerValue": "bytes"}
+RECORD_FIELDS = {**_BATCH_FIELDS, **_RECORD_FIELDS, **_HEADER_FIELDS}
+_RECORD_CHILDREN = {"records": frozenset(_RECORD_FIELDS), "headers": frozenset(_HEADER_FIELDS)}
 _STRUCTURAL = frozenset({"length", "tagged_fields", "presence"})  # wire scaffolding, not fields
 _ELEMENT = re.compile(r".*\[(\d+)\]")
 
@@ -257,6 +275,12 @@ def schema_index() -> SchemaIndex:
         for parent in parents:
             index.children.setdefault(parent, set()).add(name)
             index.apis.setdefault(name, set()).update(index.apis.get(parent, ()))
+    carriers = {api for name, texts in index.types.items() if "records" in texts for api in index.apis[name]}
+    for name, type_text in RECORD_FIELDS.items():
+        index.types.setdefault(name, set()).add(type_text)
+        index.apis.setdefault(name, set()).update(carriers)
+    for parent, names in _RECORD_CHILDREN.items():
+        index.children.setdefault(parent, set()).update(names)
     return index
 
 
@@ -363,6 +387,9 @@ def _elements(array: Node) -> list[Node]:
 
 
 def _descend(node: Node, index: int | None, rest: Path) -> Iterator[Any]:
+    inner = None if node.type.startswith("[]") else node.child("decompressed")
+    if inner is not None and inner.type.startswith("[]"):  # a compressed batch's records
+        node = inner
     if node.type.startswith("[]"):
         items = _elements(node)
         if index is not None:

@@ -6,6 +6,7 @@
     kafka.topic_name contains "ord" || client_id matches "^console-"
     api_name in {"DescribeQuorum" "DescribeProducers"} && ip.addr == 10.0.0.0/8
     expert == "kafka.unanswered"
+    key == "order-17" && headers[].headerKey == "traceparent"    inside the record batches
 
 The expression is tokenised and parsed here into a small tree of predicates: nothing
 is ever evaluated as code. Every field and every comparison is checked when the
