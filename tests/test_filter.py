@@ -371,6 +371,7 @@ def test_unknown_fields_are_refused(expression: str, complaint: str):
         ("", "empty filter"),
         ("5 == 5", "a comparison needs a field"),
         ("api_key == 1 )", r"unexpected '\)'"),
+        ("api_key == 1 or or", "unexpected 'or'"),  # the word written, not its '||'
         ("(" * 4000 + "api_key == 1" + ")" * 4000, "nested too deeply"),
         ("api_key == 1 or " * 1000 + "api_key == 2", "at most 10000"),
     ],

@@ -108,7 +108,7 @@ def _token(kind: str, text: str) -> Token:
     if kind in ("address", "address6"):
         return Token("string", text, text)
     if kind == "field" and text in _WORD_OPERATORS:
-        return Token("op", _WORD_OPERATORS[text])
+        return Token("op", _WORD_OPERATORS[text], text)  # (as written, for messages)
     if kind == "field" and text in _KEYWORDS:
         return Token("word", text)
     return Token(kind, text)
@@ -292,7 +292,8 @@ class _Parser:
 
     def unexpected(self, wanted: str = "") -> FilterError:
         token = self.peek()
-        what = "end of filter" if token.kind == "end" else repr(token.text)
+        written = token.value if token.kind == "op" and token.value else token.text
+        what = "end of filter" if token.kind == "end" else repr(written)
         return FilterError(f"cannot parse filter {self.expression!r}: unexpected {what}"
                            + (f", {wanted}" if wanted else ""))
 
