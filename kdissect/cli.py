@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         from kdissect.present.filter import FilterError, selector
 
         try:
-            keep = selector(args.api, args.filter)
+            keep = selector(args.api, args.filter, start=_ORIGIN.start)
         except FilterError as exc:  # one line, as tshark says a filter is not valid
             _warn(f"-Y: {exc}")
             return EXIT_USAGE
@@ -290,7 +290,7 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
         from kdissect.present.export import export_files
 
         def read(paths: list[str], lost: list[str]) -> Iterator[tuple[Message, Any] | None]:
-            return _messages(paths, args, CaptureClock(), lost=lost)
+            return _messages(paths, args, _ORIGIN.new(), lost=lost)
 
         return export_files(args, keep, read, _warn)
     sink = _make_sink(args)
@@ -313,7 +313,7 @@ def _list(args: argparse.Namespace, keep: Callable[[Message], bool], sink: _Sink
     write = sink.write
     groups = [[path] for path in args.files] if args.separate else [args.files]
     for paths in groups:
-        clock = CaptureClock()
+        clock = _ORIGIN.new()
         sink.begin(clock)
         sink.prompt = sink.prompt or _live_input(paths)
         # Where every message is written and none is looked at here, `--jobs` hands them to
@@ -338,6 +338,23 @@ def _list(args: argparse.Namespace, keep: Callable[[Message], bool], sink: _Sink
     if unreadable < len(args.files):  # no statistics, no empty JSON, when no file could be read
         sink.close()
     return status
+
+
+class _Origin:
+    """The clock of the capture being read, which -Y's `time_relative` counts from: each
+    capture read (each file, with --separate) starts a new one."""
+
+    clock: CaptureClock | None = None
+
+    def new(self) -> CaptureClock:
+        self.clock = CaptureClock()
+        return self.clock
+
+    def start(self) -> float | None:
+        return None if self.clock is None else self.clock.start
+
+
+_ORIGIN = _Origin()
 
 
 def _live_input(paths: list[str]) -> bool:

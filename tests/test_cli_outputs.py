@@ -90,6 +90,21 @@ def test_top_lists_the_slowest_exchanges_one_line_each():
     assert every[0] == f"Slowest 500 exchanges: the {answered} there are" and len(every) == 2 + answered
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_time_relative_filters_on_the_listings_time_column(jobs):
+    """`time_relative` (Wireshark's `frame.time_relative`) counts from the capture's first
+    packet, as the listing's time column does; `time` is epoch seconds."""
+    listed = lines("-j", jobs, QUORUM)
+    times = [float(line.split()[1]) for line in listed]
+    middle = len(times) // 2
+    cut = (times[middle - 1] + times[middle]) / 2
+    assert times[middle - 1] < cut < times[middle]
+    later = [line for line, time in zip(listed, times, strict=True) if time > cut]
+    assert lines("-j", jobs, "-Y", f"time_relative > {cut}", QUORUM) == later
+    assert lines("-j", jobs, "-Y", f"frame.time_relative > {cut}", QUORUM) == later
+    assert lines("-j", jobs, "-Y", f"time > {cut}", QUORUM) == listed  # epoch seconds: all later
+
+
 def test_a_blank_filter_is_no_filter_as_for_tshark():
     assert lines("-Y", " ", QUORUM) == lines("-Y", "", QUORUM) == lines(QUORUM)
 

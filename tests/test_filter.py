@@ -231,6 +231,14 @@ def test_a_bare_field_is_true_when_present(captures):
     assert numbers(quorum, "!latency_ms") == where(quorum, lambda m: m.latency is None)
 
 
+def test_time_relative_counts_from_the_start_given_else_the_first_message(captures):
+    quorum = captures["quorum_story"]
+    start = quorum[0].time - 2.0
+    given = compile_filter("time_relative < 2.5", start=lambda: start)
+    assert [m.number for m in quorum if given(m)] == where(quorum, lambda m: m.time - start < 2.5)
+    assert numbers(quorum, "frame.time_relative < 0.5") == where(quorum, lambda m: m.time - quorum[0].time < 0.5)
+
+
 def test_a_bare_flag_is_true_when_set(captures):
     """`tls` is a flag every message has: bare, it selects the messages read from TLS
     (none of clear-text captures; the recorded TLS tests check the others)."""

@@ -85,7 +85,7 @@ def read_pcap(
 
     problems: list[Note] = []
     clock = CaptureClock()  # the capture's first packet: what relative times count from
-    keep = selector(apis, filter)
+    keep = selector(apis, filter, start=lambda: clock.start)
     sources = capture_paths(path)
     jobs = _jobs(sources, jobs, tls_keylog)
     found: Iterable[Message]

@@ -97,6 +97,7 @@ class Column:
     label: str
     read: Callable[[Message], Iterable[Any]]
     costly: bool = False  # may decode the body (expert notes of a decoded tree)
+    relative: bool = False  # epoch seconds, given as seconds since the capture's first packet
 
 
 def _one(read: Callable[[Message], Any]) -> Callable[[Message], Iterable[Any]]:
@@ -180,6 +181,8 @@ def _columns() -> dict[str, Column]:
         "number": Column(number, "integer", one(lambda m: m.number)),
         "frame": Column(number, "frame number", one(lambda m: m.frame.last_packet)),
         "time": Column(number, "epoch seconds", one(lambda m: m.time)),
+        "time_relative": Column(number, "seconds since the capture's first packet", one(lambda m: m.time),
+                                relative=True),
         "stream": Column(number, "integer", one(lambda m: m.frame.connection.index)),
         "src": Column(string, "address:port", one(lambda m: format_address(_ends(m)[0]))),
         "dst": Column(string, "address:port", one(lambda m: format_address(_ends(m)[1]))),
@@ -213,7 +216,8 @@ def _columns() -> dict[str, Column]:
         "kafka.response_frame": Column(number, "frame number", one(_pair_frame(want_request=False))),
     }
     aliases = {
-        "frame.number": "frame", "frame.time_epoch": "time", "tcp.stream": "stream",
+        "frame.number": "frame", "frame.time_epoch": "time", "frame.time_relative": "time_relative",
+        "tcp.stream": "stream",
         "kafka.api_key": "api_key", "kafka.api_version": "api_version",
         "kafka.correlation_id": "correlation_id",
         "kafka.client_id": "client_id", "kafka.len": "length",

@@ -134,9 +134,10 @@ class Field:
 
     def values(self, context: _Context) -> Iterator[Any]:
         if self.column is not None:
+            start = context.start() if self.column.relative else 0.0
             for value in self.column.read(context.message):
                 if value is not None:
-                    yield value
+                    yield value - start if start else value
             return
         body = context.body(self.apis)
         if body is not None:
@@ -221,10 +222,11 @@ def _unknown(name: str) -> str:
 class _Context:
     """One message being filtered; its body is decoded at most once, and only if asked."""
 
-    __slots__ = ("_body", "_decoded", "message")
+    __slots__ = ("_body", "_decoded", "message", "start")
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message, start: Callable[[], float]) -> None:
         self.message = message
+        self.start = start  # the capture's start, for relative times
         self._body: BodyFields | None = None
         self._decoded = False
 
@@ -245,8 +247,12 @@ class Node:
     costly: bool
 
 
-def compile_filter(expression: str) -> Predicate:
-    """The predicate of a display filter; FilterError when it is not valid."""
+def compile_filter(expression: str, start: Callable[[], float | None] | None = None) -> Predicate:
+    """The predicate of a display filter; FilterError when it is not valid.
+
+    `start` gives the epoch seconds of the capture's first packet, which `time_relative`
+    counts from (None while unknown); without it, or while it is unknown, the time of the
+    first message the predicate is asked about stands for it."""
     if len(expression) > MAX_FILTER_LENGTH:
         raise FilterError(f"filter of {len(expression)} characters; at most {MAX_FILTER_LENGTH}")
     try:
@@ -254,7 +260,20 @@ def compile_filter(expression: str) -> Predicate:
     except RecursionError:
         raise FilterError("filter nested too deeply") from None
     test = node.test
-    return lambda message: test(_Context(message))
+    first: list[float] = []
+
+    def origin() -> float:
+        known = None if start is None else start()
+        if known is not None:
+            return known
+        return first[0]
+
+    def predicate(message: Message) -> bool:
+        if not first:
+            first.append(message.time)
+        return test(_Context(message, origin))
+
+    return predicate
 
 
 class _Parser:
@@ -598,10 +617,12 @@ def api_keys(items: Iterable[int | str]) -> frozenset[int]:
     return frozenset(keys)
 
 
-def selector(apis: Iterable[int | str] | None = None, expression: str | None = None) -> Predicate:
-    """Which messages to keep: of these APIs (keys or names), matching this display filter."""
+def selector(apis: Iterable[int | str] | None = None, expression: str | None = None,
+             start: Callable[[], float | None] | None = None) -> Predicate:
+    """Which messages to keep: of these APIs (keys or names), matching this display filter
+    (`start`: as for `compile_filter`)."""
     keys = None if apis is None else api_keys(apis)
-    predicate = compile_filter(expression) if expression else None
+    predicate = compile_filter(expression, start) if expression else None
 
     def keep(message: Message) -> bool:
         if keys is not None and message.api_key not in keys:
