@@ -171,7 +171,7 @@ def test_an_interval_finer_than_a_microsecond_is_refused_in_one_line():
 
 def test_stats_as_json_count_what_the_text_counts():
     data = json.loads(run("--stats", "-T", "json", PRODUCERS).stdout)
-    apis = {(a["api"], a["version"]): a for a in data["apis"]}
+    apis = {(a["api_name"], a["api_version"]): a for a in data["apis"]}  # as the messages name them
     assert apis[("DescribeProducers", 0)]["requests"] == 14
     assert apis[("DescribeProducers", 0)]["errors"] == {"NOT_LEADER_OR_FOLLOWER": 2}
     # ApiVersions bodies are decoded now (from the installed definitions): no errors, which

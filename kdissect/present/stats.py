@@ -286,7 +286,7 @@ class Statistics:
         """Every table as plain JSON-ready values."""
         return {
             "apis": [
-                {"api": name, "version": version, "requests": api.requests,
+                {"api_name": name, "api_version": version, "requests": api.requests,
                  "responses": api.responses, "unanswered": api.unanswered,
                  "bytes": api.request_bytes + api.response_bytes,
                  "latency_ms": api.latency.summary(),
