@@ -43,13 +43,16 @@ Partition = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 def read_pcaps(paths: str | os.PathLike[str] | Sequence[Partition], *,
-               tables: Iterable[str] | None = None, ports: Iterable[int] = (),
+               tables: Iterable[str] | str | None = None, ports: Iterable[int] = (),
                detect: bool = True) -> dict[str, dd.DataFrame]:
-    """Lazy Dask DataFrames of every table (or of `tables`), one partition per capture."""
+    """Lazy Dask DataFrames of every table (or of `tables`, one name or several), one
+    partition per capture."""
     partitions = _partitions(paths)
     if not partitions:
         raise FileNotFoundError(f"no capture files in {paths!r}")
-    names = tuple(tables) if tables is not None else tuple(Capture([]).table_names())
+    if isinstance(tables, str):
+        tables = [tables]
+    names = tuple(dict.fromkeys(tables)) if tables is not None else tuple(Capture([]).table_names())
     options = {"ports": tuple(ports), "detect": detect}
     # One task per capture computes every table asked for at once (reading the capture
     # once); each table's partition is that task's frame for it.

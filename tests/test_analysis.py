@@ -96,3 +96,5 @@ def test_some_tables_made_without_the_others_equal_each_table_made_alone():
     assert all(rows.values()), rows
     with pytest.raises(KeyError):
         kdissect.read_pcap(CAPTURES / "incident.pcap", jobs=1).tables(["no_such_table"])
+    one = kdissect.read_pcap(CAPTURES / "quorum_story.pcap", jobs=1).tables("quorum")  # a name, not its letters
+    assert list(one) == ["quorum"] and len(one["quorum"]) > 0

@@ -234,6 +234,11 @@ def test_read_pcap_takes_api_names_as_the_command_does():
     assert filtered.messages.number.tolist() == [42, 44, 46, 48, 50]
     with pytest.raises(ValueError, match="'Nope' is not a Kafka API"):
         kdissect.read_pcap(QUORUM, apis=["Nope"])
+    # One API alone need not be wrapped in a list: a name is not read letter by letter.
+    alone = [kdissect.read_pcap(QUORUM, apis=api) for api in ("DescribeQuorum", 55, "55")]
+    assert [len(capture) for capture in alone] == [32, 32, 32]
+    with pytest.raises(ValueError, match="'Nope' is not a Kafka API"):
+        kdissect.read_pcap(QUORUM, apis="Nope")
 
 
 def test_trees_and_messages_print_as_text_outside_jupyter():

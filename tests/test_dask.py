@@ -52,9 +52,9 @@ def test_one_partition_per_file_on_the_local_scheduler() -> None:
 
 
 def test_a_glob_is_one_partition_per_matching_file() -> None:
-    tables = kdissect.dask.read_pcaps(str(CAPTURES / "*_story.pcap"), tables=["messages"])
+    tables = kdissect.dask.read_pcaps(str(CAPTURES / "*_story.pcap"), tables="messages")  # one name
     stories = sorted(CAPTURES.glob("*_story.pcap"))
-    assert tables["messages"].npartitions == len(stories)
+    assert list(tables) == ["messages"] and tables["messages"].npartitions == len(stories)
     assert len(tables["messages"].compute()) == sum(len(kdissect.read_pcap(p)) for p in stories)
 
 

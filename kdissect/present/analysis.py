@@ -49,7 +49,7 @@ from kdissect.present.tables import TABLES, Columns, TableSpec
 def read_pcap(
     path: str | os.PathLike[str] | BinaryIO | Sequence[str | os.PathLike[str]],
     ports: Iterable[int] = DEFAULT_PORTS,
-    apis: Iterable[int | str] | None = None,
+    apis: Iterable[int | str] | int | str | None = None,
     detect: bool = True,
     filter: str | None = None,
     tls_keylog: KeyLogSource | None = None,
@@ -323,13 +323,15 @@ class Capture:
     def errors(self) -> pd.DataFrame:
         return self.table("errors")
 
-    def tables(self, names: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
-        """Every table by name, generic ones first; or the tables `names`, whose per-API
-        ones are then made together without the others, so that bodies no table asked
-        for are not decoded (`table` makes a per-API table with every other one, for the
-        next `table` to find)."""
+    def tables(self, names: Iterable[str] | str | None = None) -> dict[str, pd.DataFrame]:
+        """Every table by name, generic ones first; or the tables `names` (one name or
+        several), whose per-API ones are then made together without the others, so that
+        bodies no table asked for are not decoded (`table` makes a per-API table with
+        every other one, for the next `table` to find)."""
         if names is None:
             return {name: self.table(name) for name in self.table_names()}
+        if isinstance(names, str):
+            names = [names]
         wanted = list(dict.fromkeys(names))
         along = [TABLES[name] for name in wanted if name in TABLES]
         return {name: self._api_table(TABLES[name], along) if name in TABLES else self.table(name)

@@ -601,11 +601,13 @@ def _member(left: Field | Literal, members: list[tuple[Literal, Literal | None]]
 # -- selection: --api and -Y together ------------------------------------------------
 
 
-def api_keys(items: Iterable[int | str]) -> frozenset[int]:
-    """API keys from keys or names (`55`, `"55"`, `"DescribeQuorum"`, any case); ValueError
-    names the first item that is neither."""
+def api_keys(items: Iterable[int | str] | int | str) -> frozenset[int]:
+    """API keys from keys or names (`55`, `"55"`, `"DescribeQuorum"`, any case), one or
+    several; ValueError names the first item that is neither."""
     from kdissect.apis import APIS
 
+    if isinstance(items, (int, str)):
+        items = [items]
     by_name = {api.name.lower(): api.key for api in APIS.values()}
     keys = set()
     for item in items:
@@ -617,7 +619,7 @@ def api_keys(items: Iterable[int | str]) -> frozenset[int]:
     return frozenset(keys)
 
 
-def selector(apis: Iterable[int | str] | None = None, expression: str | None = None,
+def selector(apis: Iterable[int | str] | int | str | None = None, expression: str | None = None,
              start: Callable[[], float | None] | None = None) -> Predicate:
     """Which messages to keep: of these APIs (keys or names), matching this display filter
     (`start`: as for `compile_filter`)."""
