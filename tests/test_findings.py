@@ -84,7 +84,10 @@ def test_incident_quorum_findings_are_found_at_the_steps_the_peer_told(incident)
     assert the(found, "quorum.observer_joined", replica_id=102).messages[-1] == at(QUORUM, joined)
     stall = (event_step(sidecar, "high watermark stops advancing"),
              event_step(sidecar, "high watermark advances again"))
-    assert the(found, "quorum.hw_stall").messages == tuple(at(QUORUM, s) for s in range(*stall))
+    # The evidence: every answer showing the stuck value, from the one where it was reached.
+    stuck = the(found, "quorum.hw_stall")
+    assert stuck.messages == tuple(at(QUORUM, s) for s in range(stall[0] - 1, stall[1]))
+    assert stuck.count == len(stuck.messages) and f"in {stuck.count} answers" in stuck.summary
     stale = event_step(sidecar, "observer stopped fetching", replica_id=101)
     fetch = the(found, "quorum.stale_fetch", replica_id=101)
     assert fetch.messages[0] == at(QUORUM, stale) and fetch.severity is Severity.MEDIUM
@@ -355,6 +358,20 @@ def test_findings_times_count_from_the_first_packet_as_the_listing_does(jobs):
             assert any(abs(start - times[n]) < 0.0006 for n in shown), head  # the time of one of them
             checked += 1
     assert checked >= 5
+
+
+def test_the_readme_shows_the_findings_of_the_incident_capture_as_they_are():
+    """The README's excerpt is the command's output: its first findings, and the count line."""
+    readme = (CAPTURES.parent / "README.md").read_text()
+    prompt = "$ kdissect --findings captures/incident.pcap\n"
+    shown = readme[readme.index(prompt) + len(prompt):].split("```")[0].splitlines()
+    done = run("--findings", str(CAPTURES / "incident.pcap"))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    head = shown[:shown.index("...")]
+    assert len(head) >= 6 and out[:len(head)] == head
+    assert shown[-1] == out[-1]
+    assert not any("(s)" in line for line in out)  # counts come with their nouns in the plural
 
 
 def test_findings_command_json_is_one_array_of_the_jsonl_objects():

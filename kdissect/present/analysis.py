@@ -48,7 +48,7 @@ from kdissect.present.tables import TABLES, Columns, TableSpec
 
 def read_pcap(
     path: str | os.PathLike[str] | BinaryIO | Sequence[str | os.PathLike[str]],
-    ports: Iterable[int] = DEFAULT_PORTS,
+    ports: Iterable[int] = (),
     apis: Iterable[int | str] | int | str | None = None,
     detect: bool = True,
     filter: str | None = None,

@@ -21,7 +21,7 @@ import dataclasses
 import enum
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -348,6 +348,15 @@ def _finding(kind: str, severity: Severity, summary: str, evidence: list[dict[st
                    connections.pop() if len(connections) == 1 else None, details)
 
 
+def _counted(number: int, noun: str) -> str:
+    """`1 answer`, `3 answers`: a count with its noun."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _brokers(brokers: Sequence[int]) -> str:
+    return f"broker {brokers[0]}" if len(brokers) == 1 else f"brokers {', '.join(map(str, brokers))}"
+
+
 def episodes(series: list[dict[str, Any]], active: Callable[[dict[str, Any]], bool],
              ) -> Iterator[list[dict[str, Any]]]:
     """Runs of consecutive rows for which `active` holds."""
@@ -376,16 +385,16 @@ def _topic_partition(topic: Any, partition: Any) -> str:
 
 # -- traffic ----------------------------------------------------------------------------
 
-_NOTE_KINDS = (  # message note ids -> (finding id, severity, what it means)
-    ("kafka.unanswered", "traffic.unanswered", Severity.MEDIUM, "requests never answered"),
+_NOTE_KINDS = (  # message note ids -> (finding id, severity, (noun, what it means))
+    ("kafka.unanswered", "traffic.unanswered", Severity.MEDIUM, ("request", "never answered")),
     ("kafka.request_missing", "traffic.response_without_request", Severity.LOW,
-     "responses whose request is not in the capture"),
-    ("tcp.lost_bytes", "capture.gap", Severity.MEDIUM, "messages cut by lost bytes"),
-    ("kafka.frame_incomplete", "capture.gap", Severity.MEDIUM, "messages cut by lost bytes"),
+     ("response", "whose request is not in the capture")),
+    ("tcp.lost_bytes", "capture.gap", Severity.MEDIUM, ("message", "cut by lost bytes")),
+    ("kafka.frame_incomplete", "capture.gap", Severity.MEDIUM, ("message", "cut by lost bytes")),
     ("kafka.response_out_of_order", "traffic.out_of_order", Severity.MEDIUM,
-     "responses out of request order"),
+     ("response", "out of request order")),
     ("kafka.duplicate_correlation_id", "traffic.duplicate_correlation", Severity.MEDIUM,
-     "requests reusing a correlation id still in flight"),
+     ("request", "reusing a correlation id still in flight")),
 )
 _MISSING_BYTES = re.compile(r"(\d+) bytes missing|ends (\d+) bytes before")
 
@@ -415,7 +424,8 @@ def note_findings(evidence: Evidence) -> Iterator[Finding]:
         if kind == "capture.gap":
             details["lost_bytes"] = sum(int(a or b) for r in items
                                         for a, b in _MISSING_BYTES.findall(r["notes"]))
-        summary = f"{len(items)} {text} on stream {stream}"
+        noun, rest = text
+        summary = f"{_counted(len(items), noun)} {rest} on stream {stream}"
         if details:
             summary += f" ({details['lost_bytes']} bytes lost)"
         yield _finding(kind, severity, summary, items, evidence.streams, **details)
@@ -433,11 +443,11 @@ def capture_problems(evidence: Evidence) -> Iterator[Finding]:
     start, end = (messages[0].time, messages[-1].time) if messages else (0.0, 0.0)
     if tls:
         yield Finding("capture.tls", Severity.MEDIUM,
-                      f"TLS on a Kafka port: {len(tls)} connection(s) cannot be decoded",
+                      f"TLS on a Kafka port: {_counted(len(tls), 'connection')} cannot be decoded",
                       start, end, len(tls), (), None, {"connections": [printable(t) for t in tls]})
     if other:
         yield Finding("capture.damaged", Severity.MEDIUM,
-                      f"{len(other)} capture file problems: {printable(other[0])}",
+                      f"{_counted(len(other), 'capture file problem')}: {printable(other[0])}",
                       start, end, len(other), (), None, {"problems": [printable(t) for t in other]})
 
 
@@ -478,13 +488,14 @@ def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
         evidence_rows += [{"time": r["time"], "number": r["response"]} for r in slow]
         worst = max(slow, key=lambda r: r["beyond_ms"])
         details: dict[str, Any] = {"api": api, "worst_ms": round(worst["latency_ms"], 3)}
+        slowest = f"{_counted(len(slow), f'slow {api} exchange')}: up to {worst['latency_ms']:.1f} ms"
         if any(waits.get(r["request"], 0) > 0 for r in items):  # judged beyond the waits asked for
-            summary = (f"{len(slow)} slow {api} exchange(s): up to {worst['latency_ms']:.1f} ms, "
+            summary = (f"{slowest}, "
                        f"{worst['beyond_ms']:.1f} ms beyond the wait its request allowed "
                        f"(median beyond the wait {median:.1f} ms over {len(items)})")
             details.update(worst_beyond_wait_ms=round(worst["beyond_ms"], 3), median_beyond_wait_ms=round(median, 3))
         else:
-            summary = (f"{len(slow)} slow {api} exchange(s): up to {worst['latency_ms']:.1f} ms "
+            summary = (f"{slowest} "
                        f"(median {median:.1f} ms over {len(items)})")
             details["median_ms"] = round(median, 3)
         yield _finding("traffic.slow", Severity.MEDIUM, summary, evidence_rows, evidence.streams,
@@ -508,7 +519,7 @@ def error_bursts(evidence: Evidence) -> Iterator[Finding]:
                            evidence.streams, api=api, error=error, client_id=client, topic=topic)
         else:
             yield _finding("traffic.errors", Severity.LOW,
-                           f"{len(group)} {error} error(s) in {api} answers{who}{where}", group,
+                           f"{_counted(len(group), f'{error} error')} in {api} answers{who}{where}", group,
                            evidence.streams, api=api, error=error, client_id=client, topic=topic)
 
 
@@ -520,7 +531,7 @@ def throttling(evidence: Evidence) -> Iterator[Finding]:
         worst = max(int(r["value"]) for r in group)
         who = f" to client {printable(client)}" if client else ""
         yield _finding("traffic.throttled", Severity.MEDIUM,
-                       f"{len(group)} throttled {api} answer(s){who}, up to {worst} ms", group,
+                       f"{_counted(len(group), f'throttled {api} answer')}{who}, up to {worst} ms", group,
                        evidence.streams, api=api, client_id=client, worst_ms=worst)
 
 
@@ -543,7 +554,8 @@ def join_group_storms(evidence: Evidence) -> Iterator[Finding]:
         clients = sorted({r["client"] for r in burst})
         yield _finding("groups.join_storm", Severity.MEDIUM,
                        f"group {printable(group)}: {len(burst)} JoinGroup requests from "
-                       f"{len(clients)} client id(s) within {burst[-1]['time'] - burst[0]['time']:.1f} s",
+                       f"{_counted(len(clients), 'client id')} "
+                       f"within {burst[-1]['time'] - burst[0]['time']:.1f} s",
                        burst, evidence.streams, group=group, clients=clients[:20])
 
 
@@ -599,7 +611,7 @@ def coordinator_moves(evidence: Evidence) -> Iterator[Finding]:
                 continue
             if before is not None and (row["node"], row["address"]) != (before["node"], before["address"]):
                 errors = sorted({r["error"] for r in troubles})
-                after = f" after {len(troubles)} {'/'.join(errors)} answer(s)" if troubles else ""
+                after = f" after {_counted(len(troubles), '/'.join(errors) + ' answer')}" if troubles else ""
                 yield _finding("groups.coordinator_moved", Severity.MEDIUM if troubles else Severity.LOW,
                                f"{_KEY_TYPES.get(key_type, 'key')} {printable(str(key))}: coordinator "
                                f"{before['node']} ({printable(before['address'])}) -> {row['node']} "
@@ -660,7 +672,7 @@ def quorum_leaders(evidence: Evidence) -> Iterator[Finding]:
                                epoch_from=before["leader_epoch"], epoch_to=after["leader_epoch"])
         for run in episodes(series, lambda r: r["leader_id"] is None):
             yield _finding("quorum.no_leader", Severity.HIGH,
-                           f"{name}: no quorum leader in {len(run)} answer(s) (epoch "
+                           f"{name}: no quorum leader in {_counted(len(run), 'answer')} (epoch "
                            f"{run[0]['leader_epoch']})", run, evidence.streams, topic=topic,
                            partition=partition)
 
@@ -689,7 +701,7 @@ def quorum_voter_lag(evidence: Evidence) -> Iterator[Finding]:
             yield _finding("quorum.voter_lag", Severity.HIGH if majority else Severity.MEDIUM,
                            f"{_topic_partition(topic, partition)}: voter {replica} lagged up to "
                            f"{peak['lag']} offsets behind the leader's log end offset in "
-                           f"{len(run)} answer(s)" + ("" if ended else ", still at the end")
+                           f"{_counted(len(run), 'answer')}" + ("" if ended else ", still at the end")
                            + ("; a majority of voters lagged" if majority else ""),
                            run, evidence.streams, topic=topic, partition=partition,
                            replica_id=replica, peak_lag=peak["lag"], peak_message=peak["number"],
@@ -719,7 +731,7 @@ def quorum_stale_fetchers(evidence: Evidence) -> Iterator[Finding]:
             worst = max(r["since"] for r in run)
             yield _finding("quorum.stale_fetch", Severity.HIGH if role == "voter" else Severity.MEDIUM,
                            f"{_topic_partition(topic, partition)}: {role} {replica} last fetched "
-                           f"up to {worst:.1f} s before the answer, in {len(run)} answer(s)",
+                           f"up to {worst:.1f} s before the answer, in {_counted(len(run), 'answer')}",
                            run, evidence.streams, topic=topic, partition=partition,
                            replica_id=replica, role=role, worst_seconds=round(worst, 3))
 
@@ -762,15 +774,17 @@ def quorum_high_watermark(evidence: Evidence) -> Iterator[Finding]:
                        and after["high_watermark"] == before["high_watermark"]
                        and end_before is not None and end_after is not None
                        and end_after > end_before)
-            marked.append({**after, "stalled": stalled, "leader_end": end_after})
+            marked.append({**after, "stalled": stalled, "leader_end": end_after,
+                           "first": {**before, "leader_end": end_before}})
         for run in episodes(marked, lambda r: r["stalled"]):
-            if len(run) + 1 < evidence.thresholds.hw_stall_responses:
+            answers = [run[0]["first"], *run]  # every answer showing the stuck value, the first too
+            if len(answers) < evidence.thresholds.hw_stall_responses:
                 continue
-            grown = (run[-1]["leader_end"] or 0) - (run[0]["leader_end"] or 0)
+            grown = (run[-1]["leader_end"] or 0) - (answers[0]["leader_end"] or 0)
             yield _finding("quorum.hw_stall", Severity.HIGH,
                            f"{_topic_partition(topic, partition)}: high watermark stuck at "
-                           f"{run[0]['high_watermark']} in {len(run) + 1} answers while the "
-                           f"leader's log grew", run, evidence.streams, topic=topic,
+                           f"{run[0]['high_watermark']} in {len(answers)} answers while the "
+                           f"leader's log grew by {grown}", answers, evidence.streams, topic=topic,
                            partition=partition, high_watermark=run[0]["high_watermark"],
                            leader_log_growth=grown)
 
@@ -870,13 +884,13 @@ def partition_findings(evidence: Evidence) -> Iterator[Finding]:
         name = _topic_partition(topic, partition)
         for run in episodes(series, lambda r: r["leader_id"] is None):
             yield _finding("partition.leaderless", Severity.HIGH,
-                           f"{name}: no leader in {len(run)} answer(s)", run, evidence.streams,
+                           f"{name}: no leader in {_counted(len(run), 'answer')}", run, evidence.streams,
                            topic=topic, partition=partition)
         for run in episodes(series, lambda r: bool(r["eligible_leader_replicas"])):
             elr = sorted({b for r in run for b in r["eligible_leader_replicas"]})
             yield _finding("partition.elr_in_use", Severity.HIGH,
                            f"{name}: ISR below min.insync.replicas, eligible leader replicas "
-                           f"{elr} in {len(run)} answer(s)", run, evidence.streams, topic=topic,
+                           f"{elr} in {_counted(len(run), 'answer')}", run, evidence.streams, topic=topic,
                            partition=partition, eligible_leader_replicas=elr)
     yield from _isr_changes(evidence, series_by_partition)
     yield from _offline(evidence, series_by_partition)
@@ -900,8 +914,8 @@ def _isr_changes(evidence: Evidence, series_by_partition: dict[tuple[Any, ...], 
             verb = "left" if kind == "shrink" else "rejoined"
             yield _finding(f"partition.isr_{kind}", Severity.MEDIUM if kind == "shrink"
                            else Severity.INFO,
-                           f"ISR {kind}: broker(s) {list(brokers)} {verb} the ISR of "
-                           f"{len(names)} partition(s): {', '.join(names[:6])}"
+                           f"ISR {kind}: {_brokers(brokers)} {verb} the ISR of "
+                           f"{_counted(len(names), 'partition')}: {', '.join(names[:6])}"
                            + (" ..." if len(names) > 6 else ""), group, evidence.streams,
                            brokers=list(brokers), partitions=names)
 
@@ -918,8 +932,9 @@ def _offline(evidence: Evidence, series_by_partition: dict[tuple[Any, ...], list
     for brokers, items in found.items():
         names = sorted({r["name"] for r in items})
         yield _finding("partition.offline_replicas", Severity.MEDIUM,
-                       f"replicas on broker(s) {list(brokers)} offline for {len(names)} "
-                       f"partition(s), in {len({r['number'] for r in items})} answer(s)",
+                       f"replicas on {_brokers(brokers)} offline for "
+                       f"{_counted(len(names), 'partition')}, in "
+                       f"{_counted(len({r['number'] for r in items}), 'answer')}",
                        items, evidence.streams, brokers=list(brokers), partitions=names)
 
 
