@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import subprocess
 import sys
@@ -183,6 +184,17 @@ def test_the_command_reads_a_compressed_capture_from_stdin() -> None:
     piped = run_cli("-", stdin=lzma.compress(capture.read_bytes()))
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == run_cli(str(capture)).stdout
+
+
+def test_a_stream_is_named_for_what_it_is() -> None:
+    data = (CAPTURES / "quorum_story.pcap").read_bytes()
+    unnamed = kdissect.read_pcap(io.BytesIO(data))  # not standard input: a stream in memory
+    assert set(unnamed.messages.file.astype(str)) == {"stream"}
+    assert repr(unnamed).startswith("Capture stream: 50 Kafka messages")
+    with open(CAPTURES / "quorum_story.pcap", "rb") as opened:  # an open file keeps its name
+        assert set(kdissect.read_pcap(opened).messages.file.astype(str)) == {opened.name}
+    shown = run_cli("--show-file", "-", stdin=data).stdout.decode().splitlines()
+    assert shown and all(line.endswith(" file=standard input") for line in shown)
 
 
 def test_separate_files_keep_their_own_numbering(tmp_path: Path) -> None:

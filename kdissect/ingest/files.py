@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import BinaryIO
@@ -50,11 +51,14 @@ class PacketOrigins:
 
 
 def source_name(source: CaptureSource) -> str:
-    """How a source is named in output: its path, or the name of an open stream."""
+    """How a source is named in output: its path, the name of an open file, "standard
+    input", or "stream" for a stream without a name (an `io.BytesIO`)."""
     if isinstance(source, str | os.PathLike):
         return os.fspath(source)
     name = getattr(source, "name", None)
-    return name if isinstance(name, str) else "standard input"
+    if name == "<stdin>" or source is getattr(sys.stdin, "buffer", None):
+        return "standard input"
+    return name if isinstance(name, str) else "stream"
 
 
 def merged_records(sources: Sequence[CaptureSource], origins: PacketOrigins,
