@@ -344,6 +344,25 @@ def test_a_follower_fetch_by_topic_id(tmp_path: Path) -> None:
                     strict=True)) == [("Responses[0].Partitions[1].ErrorCode", 1, str(TOPIC_ID), 1)]
 
 
+def test_a_fetch_of_no_partition_is_one_row_with_its_session_and_error(tmp_path: Path) -> None:
+    """An incremental fetch with nothing to change, answered with a session error and no
+    partitions: each is still a row of the fetch table (topic and partition missing)."""
+    asked = fetch_request.FetchRequest(
+        cluster_id=None, replica_state=fetch_request.ReplicaState(replica_id=-1, replica_epoch=-1),
+        max_wait=timedelta(milliseconds=500), min_bytes=1, max_bytes=1 << 20, isolation_level=1,
+        session_id=4242, session_epoch=7, topics=(), forgotten_topics_data=(), rack_id="")
+    answered = fetch_response.FetchResponse(
+        throttle_time=timedelta(milliseconds=0), error_code=ErrorCode.fetch_session_id_not_found,
+        session_id=0, responses=())
+    capture = kdissect.read_pcap(kio_capture(tmp_path, [(1, 15, asked, answered)]))
+    fetch = capture.fetch
+    assert list(fetch.direction) == ["request", "response"] and list(fetch.number) == [1, 2]
+    assert fetch.topic_name.isna().all() and fetch.partition_index.isna().all()
+    assert [plain(v) for v in fetch.session_id] == [4242, 0]
+    assert plain(fetch.session_epoch.iloc[0]) == 7 and plain(fetch.max_wait_ms.iloc[0]) == 500
+    assert fetch.error.iloc[1] == "FETCH_SESSION_ID_NOT_FOUND"
+
+
 def test_group_rows_of_the_multi_key_versions(tmp_path: Path) -> None:
     """FindCoordinator v4 (several keys), OffsetFetch v8 (several groups), LeaveGroup v5
     (several members), ConsumerGroupHeartbeat v0: one row per key, group or member."""

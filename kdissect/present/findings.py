@@ -417,14 +417,13 @@ def note_findings(evidence: Evidence) -> Iterator[Finding]:
                 buckets.setdefault((kind, stream), []).append(
                     {"number": message.number, "time": message.time, "notes": text})
                 break
-    meaning = {kind: (severity, text) for _, kind, severity, text in _NOTE_KINDS}
+    meaning = {kind: (severity, said) for _, kind, severity, said in _NOTE_KINDS}
     for (kind, stream), items in buckets.items():
-        severity, text = meaning[kind]
+        severity, (noun, rest) = meaning[kind]
         details: dict[str, Any] = {}
         if kind == "capture.gap":
             details["lost_bytes"] = sum(int(a or b) for r in items
                                         for a, b in _MISSING_BYTES.findall(r["notes"]))
-        noun, rest = text
         summary = f"{_counted(len(items), noun)} {rest} on stream {stream}"
         if details:
             summary += f" ({details['lost_bytes']} bytes lost)"

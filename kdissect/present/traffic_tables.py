@@ -124,7 +124,7 @@ def _produce_rows(message: Message, body: Values) -> list[dict[str, Any]]:
             for partition in items(topic, "PartitionData"):
                 rows.append({**row, **_topic(topic), "partition_index": partition.get("Index"),
                              **_records(partition.get("Records"))})
-        return rows
+        return rows or [row]
     row["throttle_time_ms"] = body.get("ThrottleTimeMs")
     for topic in items(body, "Responses"):
         for partition in items(topic, "PartitionResponses"):
@@ -136,7 +136,7 @@ def _produce_rows(message: Message, body: Values) -> list[dict[str, Any]]:
                 "log_append_time": known(partition.get("LogAppendTimeMs")),
                 "log_start_offset": known(partition.get("LogStartOffset")),
             })  # fmt: skip
-    return rows
+    return rows or [row]  # a message of no partition is one row: it still happened
 
 
 # -- fetch -----------------------------------------------------------------------------
@@ -164,7 +164,8 @@ _FETCH_PARTITION = {"FetchOffset": "fetch_offset", "CurrentLeaderEpoch": "curren
 
 def fetch_rows(message: Message, body: Values) -> list[Row]:
     """Requests: what a consumer or follower asks of each partition (its session, wait and
-    offsets); responses: what each partition answered (watermarks, records, error)."""
+    offsets); responses: what each partition answered (watermarks, records, error). A
+    message of no partition is one row, topic and partition missing."""
     return _tuples(_fetch_rows(message, body), FETCH_DTYPES)
 
 
@@ -181,7 +182,7 @@ def _fetch_rows(message: Message, body: Values) -> list[dict[str, Any]]:
                 offsets = {column: known(partition.get(name)) for name, column in _FETCH_PARTITION.items()}
                 rows.append({**row, **_topic(topic), "partition_index": partition.get("Partition"),
                              **offsets})
-        return rows
+        return rows or [row]  # an incremental fetch with nothing to change: its session shows
     row |= {"throttle_time_ms": body.get("ThrottleTimeMs"), "session_id": body.get("SessionId"),
             "error": error(body.get("ErrorCode")) if "ErrorCode" in body else None}
     for topic in items(body, "Responses"):
@@ -197,7 +198,7 @@ def _fetch_rows(message: Message, body: Values) -> list[dict[str, Any]]:
                 "aborted_transactions": len(aborted) if isinstance(aborted, list) else None,
                 "preferred_read_replica": known(partition.get("PreferredReadReplica")),
             })  # fmt: skip
-    return rows
+    return rows or [row]  # no partition: the session and a top-level error still show
 
 
 # -- groups ----------------------------------------------------------------------------
