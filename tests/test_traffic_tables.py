@@ -417,6 +417,10 @@ def test_group_rows_of_the_multi_key_versions(tmp_path: Path) -> None:
         ("ConsumerGroupHeartbeat", "request", "g3", "", None, 0, None, None, None),
         ("ConsumerGroupHeartbeat", "response", "g3", "m9", None, 1, None, None, "NONE"),
     ]
+    answers = capture.groups[(capture.groups.api_name == "FindCoordinator")
+                             & (capture.groups.direction == "response")]
+    assert [(plain(h), plain(p)) for h, p in zip(answers.host, answers.port, strict=True)] == [
+        ("b3", 9092), (None, None)]  # no coordinator: Kafka's "" and -1 are missing
     errors = capture.errors
     assert [(a, p, plain(m)) for a, p, m in zip(errors.api_name, errors.path, errors.error_message,
                                                 strict=True)] == [

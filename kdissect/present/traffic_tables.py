@@ -294,8 +294,9 @@ def _consumer_group_heartbeat(body: Values, request: bool) -> Rows:
 
 
 def _coordinator(entry: Values) -> dict[str, Any]:
-    return {"node_id": known(entry.get("NodeId")), "host": entry.get("Host"), "port": entry.get("Port"),
-            **_outcome(entry)}
+    # No coordinator: Kafka answers node -1, host "" and port -1, all missing here.
+    return {"node_id": known(entry.get("NodeId")), "host": entry.get("Host") or None,
+            "port": known(entry.get("Port")), **_outcome(entry)}
 
 
 def _find_coordinator(body: Values, request: bool) -> Rows:
