@@ -36,6 +36,8 @@ def test_jupyter_views_render():
     capture = kdissect.read_pcap(QUORUM)
     html = capture._repr_html_()
     assert "50 Kafka messages on 6 connections" in html and "<table" in html
+    assert "<th>api_name</th>" in html and "<td>DescribeQuorum</td>" in html  # no column hidden
+    assert "<th>...</th>" not in html
     tree_html = capture.message(28)._repr_html_()
     assert "<details" in tree_html and "HighWatermark" in tree_html
     assert "kd-gen" in tree_html  # generated nodes are marked

@@ -33,9 +33,14 @@ def message_html(message: Message) -> str:
     return f"<div><b>{escape(summary_line(message))}</b></div>" + tree_html(message.tree())
 
 
+# What a capture's preview shows of its first messages: the listing's columns.
+PREVIEW_COLUMNS = ("number", "time", "src", "dst", "api_name", "api_version", "direction",
+                   "correlation_id", "client_id", "latency_ms", "notes")
+
+
 def capture_html(capture: Capture) -> str:
     head = "<br>".join(escape(line) for line in capture._summary_lines())
-    table = capture.messages.head(20).to_html(index=False, max_cols=12)
+    table = capture.messages.head(20)[list(PREVIEW_COLUMNS)].to_html(index=False)
     more = "" if len(capture) <= 20 else f"<p>... {len(capture) - 20} more messages</p>"
     return f"<div><p>{head}</p>{table}{more}</div>"
 
