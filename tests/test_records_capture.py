@@ -59,15 +59,15 @@ def test_fetch_responses_carry_exactly_what_the_consumer_received(capture: Captu
     records = capture.records
     fetched = records[(records.api_name == "Fetch") & (records.direction == "response")].copy()
     assert (fetched.log_offset == fetched.offset).all()
-    data = fetched[fetched.control.isna()].copy()
+    data = fetched[fetched.control_type.isna()].copy()
     data["ms"] = data.timestamp.map(lambda t: int(t.timestamp() * 1000))
     got = sorted(rows(data, ["partition_index", "offset", "ms", "key", "value", "headers"]))
     expected = sorted((r["partition"], r["offset"], *sent(r)[1:]) for r in SIDECAR["consumed"])
     assert got == expected
     # ... at the offsets the broker gave each produced record
     assert {(p, o) for p, o, *_ in got} == {(r["partition"], r["offset"]) for r in SIDECAR["produced"]}
-    markers = fetched[fetched.control.notna()]
-    assert SIDECAR["transactions"] == "committed" and set(markers.control) == {"commit"}
+    markers = fetched[fetched.control_type.notna()]
+    assert SIDECAR["transactions"] == "committed" and set(markers.control_type) == {"commit"}
     assert set(fetched[fetched.transactional].producer_id.dropna()) == set(markers.producer_id)
 
 
@@ -86,7 +86,7 @@ def test_tables_have_real_dtypes(capture: Capture) -> None:
     kinds = {c: str(t) for c, t in records.dtypes.items()}
     assert kinds["offset"] == kinds["partition_index"] == kinds["producer_id"] == kinds["sequence"] == "Int64"
     assert kinds["timestamp"].startswith("datetime64") and str(records.timestamp.dt.tz) == "UTC"
-    assert {kinds[c] for c in ("api_name", "direction", "topic_name", "compression", "control")} == {"category"}
+    assert {kinds[c] for c in ("api_name", "direction", "topic_name", "compression", "control_type")} == {"category"}
     assert kinds["transactional"] == kinds["batch_crc_ok"] == "boolean"
     assert all(isinstance(h, list) and all(isinstance(k, str) for k, _ in h) for h in records.headers)
     assert str(batches.max_timestamp.dt.tz) == "UTC" and str(batches.base_offset.dtype) == "Int64"

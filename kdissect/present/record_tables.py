@@ -56,7 +56,7 @@ RECORD_DTYPES = {
     "timestamp": "utc_ms",
     "timestamp_type": "category", "key": "object", "value": "object", "headers": "object",
     "producer_id": "Int64", "producer_epoch": "Int64", "sequence": "Int64",
-    "transactional": "boolean", "control": "category", "compression": "category",
+    "transactional": "boolean", "control_type": "category", "compression": "category",
     "magic": "Int64", "batch_crc_ok": "boolean", "key_size": "Int64", "value_size": "Int64",
 }  # fmt: skip
 
