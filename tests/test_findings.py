@@ -387,6 +387,8 @@ def test_findings_command_text_and_errors():
     done = run("--findings", str(CAPTURES / "quorum_story.pcap"))
     assert done.returncode == 0 and "quorum.leader_change" in done.stdout
     assert "3 findings: 1 medium, 1 low, 1 info" in done.stdout
+    one = run("--findings", str(CAPTURES / "tansu_topic_partitions.pcap"))
+    assert one.returncode == 0 and one.stdout.endswith("\n1 finding: 1 low\n")
     assert run("--findings", "no-such.pcap").returncode == 2
     refused = run("--findings", "--threshold", "bogus=1", str(CAPTURES / "quorum_story.pcap"))
     assert refused.returncode == 2 and "unknown threshold" in refused.stderr

@@ -956,6 +956,6 @@ def render_text(found: list[Finding], base_time: float | None = None) -> str:
             lines.append(f"       messages: {shown}")
     counts = {s: sum(1 for f in found if f.severity == s) for s in Severity}
     lines.append("")
-    lines.append(f"{len(found)} findings: " + ", ".join(
+    lines.append(f"{_counted(len(found), 'finding')}: " + ", ".join(
         f"{n} {s}" for s, n in sorted(counts.items(), reverse=True) if n))
     return "\n".join(lines) + "\n"
