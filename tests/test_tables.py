@@ -422,7 +422,7 @@ DTYPES: dict[str, dict[str, str]] = {
         "log_offset": "Int64", "timestamp": "utc", "timestamp_type": "category",
         "key": "object", "value": "object", "headers": "object", "producer_id": "Int64",
         "producer_epoch": "Int64", "sequence": "Int64", "transactional": "boolean",
-        "control": "category", "compression": "category", "magic": "Int64",
+        "control_type": "category", "compression": "category", "magic": "Int64",
         "batch_crc_ok": "boolean", "key_size": "Int64", "value_size": "Int64",
     },
     "batches": {
