@@ -41,6 +41,7 @@ from kdissect.present.columns import column as typed_column
 from kdissect.present.columns import typed
 from kdissect.present.html import capture_html
 from kdissect.present.records import json_value
+from kdissect.present.summary import plural
 from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
 from kdissect.present.table_spec import Row as TableRow
 from kdissect.present.tables import TABLES, Columns, TableSpec
@@ -367,8 +368,8 @@ class Capture:
         for m in self.message_list:
             apis[m.api_name or "(request missing)"] = apis.get(m.api_name or "(request missing)", 0) + 1
         lines = [
-            f"Capture {self._name()}: {_count(len(self.message_list), 'Kafka message')} "
-            f"on {_count(streams, 'connection')}, {_count(requests, 'request')} ({answered} answered)",
+            f"Capture {self._name()}: {plural(len(self.message_list), 'Kafka message')} "
+            f"on {plural(streams, 'connection')}, {plural(requests, 'request')} ({answered} answered)",
         ]
         lines += [f"  {name}: {count}" for name, count in sorted(apis.items(), key=lambda i: -i[1])]
         if self.problems:
@@ -377,7 +378,7 @@ class Capture:
 
     def _name(self) -> str:
         if len(self.files) > 1:
-            return f"{os.path.basename(self.files[0])} and {_count(len(self.files) - 1, 'more file')}"
+            return f"{os.path.basename(self.files[0])} and {plural(len(self.files) - 1, 'more file')}"
         return os.path.basename(self.source) or "(stream)"
 
     def _repr_html_(self) -> str:
@@ -889,10 +890,6 @@ def _json_ready(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_json_ready(item) for item in value]
     return value
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _address(address: Any) -> str:

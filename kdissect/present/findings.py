@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kdissect.decode.tree import Node, printable
 from kdissect.error_codes import error_name
 from kdissect.notes import Note
+from kdissect.present.summary import plural
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -348,11 +349,6 @@ def _finding(kind: str, severity: Severity, summary: str, evidence: list[dict[st
                    connections.pop() if len(connections) == 1 else None, details)
 
 
-def _counted(number: int, noun: str) -> str:
-    """`1 answer`, `3 answers`: a count with its noun."""
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-
 def _brokers(brokers: Sequence[int]) -> str:
     return f"broker {brokers[0]}" if len(brokers) == 1 else f"brokers {', '.join(map(str, brokers))}"
 
@@ -424,7 +420,7 @@ def note_findings(evidence: Evidence) -> Iterator[Finding]:
         if kind == "capture.gap":
             details["lost_bytes"] = sum(int(a or b) for r in items
                                         for a, b in _MISSING_BYTES.findall(r["notes"]))
-        summary = f"{_counted(len(items), noun)} {rest} on stream {stream}"
+        summary = f"{plural(len(items), noun)} {rest} on stream {stream}"
         if details:
             summary += f" ({details['lost_bytes']} bytes lost)"
         yield _finding(kind, severity, summary, items, evidence.streams, **details)
@@ -442,11 +438,11 @@ def capture_problems(evidence: Evidence) -> Iterator[Finding]:
     start, end = (messages[0].time, messages[-1].time) if messages else (0.0, 0.0)
     if tls:
         yield Finding("capture.tls", Severity.MEDIUM,
-                      f"TLS on a Kafka port: {_counted(len(tls), 'connection')} cannot be decoded",
+                      f"TLS on a Kafka port: {plural(len(tls), 'connection')} cannot be decoded",
                       start, end, len(tls), (), None, {"connections": [printable(t) for t in tls]})
     if other:
         yield Finding("capture.damaged", Severity.MEDIUM,
-                      f"{_counted(len(other), 'capture file problem')}: {printable(other[0])}",
+                      f"{plural(len(other), 'capture file problem')}: {printable(other[0])}",
                       start, end, len(other), (), None, {"problems": [printable(t) for t in other]})
 
 
@@ -487,7 +483,7 @@ def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
         evidence_rows += [{"time": r["time"], "number": r["response"]} for r in slow]
         worst = max(slow, key=lambda r: r["beyond_ms"])
         details: dict[str, Any] = {"api": api, "worst_ms": round(worst["latency_ms"], 3)}
-        slowest = f"{_counted(len(slow), f'slow {api} exchange')}: up to {worst['latency_ms']:.1f} ms"
+        slowest = f"{plural(len(slow), f'slow {api} exchange')}: up to {worst['latency_ms']:.1f} ms"
         if any(waits.get(r["request"], 0) > 0 for r in items):  # judged beyond the waits asked for
             summary = (f"{slowest}, "
                        f"{worst['beyond_ms']:.1f} ms beyond the wait its request allowed "
@@ -518,7 +514,7 @@ def error_bursts(evidence: Evidence) -> Iterator[Finding]:
                            evidence.streams, api=api, error=error, client_id=client, topic=topic)
         else:
             yield _finding("traffic.errors", Severity.LOW,
-                           f"{_counted(len(group), f'{error} error')} in {api} answers{who}{where}", group,
+                           f"{plural(len(group), f'{error} error')} in {api} answers{who}{where}", group,
                            evidence.streams, api=api, error=error, client_id=client, topic=topic)
 
 
@@ -530,7 +526,7 @@ def throttling(evidence: Evidence) -> Iterator[Finding]:
         worst = max(int(r["value"]) for r in group)
         who = f" to client {printable(client)}" if client else ""
         yield _finding("traffic.throttled", Severity.MEDIUM,
-                       f"{_counted(len(group), f'throttled {api} answer')}{who}, up to {worst} ms", group,
+                       f"{plural(len(group), f'throttled {api} answer')}{who}, up to {worst} ms", group,
                        evidence.streams, api=api, client_id=client, worst_ms=worst)
 
 
@@ -553,7 +549,7 @@ def join_group_storms(evidence: Evidence) -> Iterator[Finding]:
         clients = sorted({r["client"] for r in burst})
         yield _finding("groups.join_storm", Severity.MEDIUM,
                        f"group {printable(group)}: {len(burst)} JoinGroup requests from "
-                       f"{_counted(len(clients), 'client id')} "
+                       f"{plural(len(clients), 'client id')} "
                        f"within {burst[-1]['time'] - burst[0]['time']:.1f} s",
                        burst, evidence.streams, group=group, clients=clients[:20])
 
@@ -610,7 +606,7 @@ def coordinator_moves(evidence: Evidence) -> Iterator[Finding]:
                 continue
             if before is not None and (row["node"], row["address"]) != (before["node"], before["address"]):
                 errors = sorted({r["error"] for r in troubles})
-                after = f" after {_counted(len(troubles), '/'.join(errors) + ' answer')}" if troubles else ""
+                after = f" after {plural(len(troubles), '/'.join(errors) + ' answer')}" if troubles else ""
                 yield _finding("groups.coordinator_moved", Severity.MEDIUM if troubles else Severity.LOW,
                                f"{_KEY_TYPES.get(key_type, 'key')} {printable(str(key))}: coordinator "
                                f"{before['node']} ({printable(before['address'])}) -> {row['node']} "
@@ -671,7 +667,7 @@ def quorum_leaders(evidence: Evidence) -> Iterator[Finding]:
                                epoch_from=before["leader_epoch"], epoch_to=after["leader_epoch"])
         for run in episodes(series, lambda r: r["leader_id"] is None):
             yield _finding("quorum.no_leader", Severity.HIGH,
-                           f"{name}: no quorum leader in {_counted(len(run), 'answer')} (epoch "
+                           f"{name}: no quorum leader in {plural(len(run), 'answer')} (epoch "
                            f"{run[0]['leader_epoch']})", run, evidence.streams, topic=topic,
                            partition=partition)
 
@@ -700,7 +696,7 @@ def quorum_voter_lag(evidence: Evidence) -> Iterator[Finding]:
             yield _finding("quorum.voter_lag", Severity.HIGH if majority else Severity.MEDIUM,
                            f"{_topic_partition(topic, partition)}: voter {replica} lagged up to "
                            f"{peak['lag']} offsets behind the leader's log end offset in "
-                           f"{_counted(len(run), 'answer')}" + ("" if ended else ", still at the end")
+                           f"{plural(len(run), 'answer')}" + ("" if ended else ", still at the end")
                            + ("; a majority of voters lagged" if majority else ""),
                            run, evidence.streams, topic=topic, partition=partition,
                            replica_id=replica, peak_lag=peak["lag"], peak_message=peak["number"],
@@ -730,7 +726,7 @@ def quorum_stale_fetchers(evidence: Evidence) -> Iterator[Finding]:
             worst = max(r["since"] for r in run)
             yield _finding("quorum.stale_fetch", Severity.HIGH if role == "voter" else Severity.MEDIUM,
                            f"{_topic_partition(topic, partition)}: {role} {replica} last fetched "
-                           f"up to {worst:.1f} s before the answer, in {_counted(len(run), 'answer')}",
+                           f"up to {worst:.1f} s before the answer, in {plural(len(run), 'answer')}",
                            run, evidence.streams, topic=topic, partition=partition,
                            replica_id=replica, role=role, worst_seconds=round(worst, 3))
 
@@ -883,13 +879,13 @@ def partition_findings(evidence: Evidence) -> Iterator[Finding]:
         name = _topic_partition(topic, partition)
         for run in episodes(series, lambda r: r["leader_id"] is None):
             yield _finding("partition.leaderless", Severity.HIGH,
-                           f"{name}: no leader in {_counted(len(run), 'answer')}", run, evidence.streams,
+                           f"{name}: no leader in {plural(len(run), 'answer')}", run, evidence.streams,
                            topic=topic, partition=partition)
         for run in episodes(series, lambda r: bool(r["eligible_leader_replicas"])):
             elr = sorted({b for r in run for b in r["eligible_leader_replicas"]})
             yield _finding("partition.elr_in_use", Severity.HIGH,
                            f"{name}: ISR below min.insync.replicas, eligible leader replicas "
-                           f"{elr} in {_counted(len(run), 'answer')}", run, evidence.streams, topic=topic,
+                           f"{elr} in {plural(len(run), 'answer')}", run, evidence.streams, topic=topic,
                            partition=partition, eligible_leader_replicas=elr)
     yield from _isr_changes(evidence, series_by_partition)
     yield from _offline(evidence, series_by_partition)
@@ -914,7 +910,7 @@ def _isr_changes(evidence: Evidence, series_by_partition: dict[tuple[Any, ...], 
             yield _finding(f"partition.isr_{kind}", Severity.MEDIUM if kind == "shrink"
                            else Severity.INFO,
                            f"ISR {kind}: {_brokers(brokers)} {verb} the ISR of "
-                           f"{_counted(len(names), 'partition')}: {', '.join(names[:6])}"
+                           f"{plural(len(names), 'partition')}: {', '.join(names[:6])}"
                            + (" ..." if len(names) > 6 else ""), group, evidence.streams,
                            brokers=list(brokers), partitions=names)
 
@@ -932,8 +928,8 @@ def _offline(evidence: Evidence, series_by_partition: dict[tuple[Any, ...], list
         names = sorted({r["name"] for r in items})
         yield _finding("partition.offline_replicas", Severity.MEDIUM,
                        f"replicas on {_brokers(brokers)} offline for "
-                       f"{_counted(len(names), 'partition')}, in "
-                       f"{_counted(len({r['number'] for r in items}), 'answer')}",
+                       f"{plural(len(names), 'partition')}, in "
+                       f"{plural(len({r['number'] for r in items}), 'answer')}",
                        items, evidence.streams, brokers=list(brokers), partitions=names)
 
 
@@ -956,6 +952,6 @@ def render_text(found: list[Finding], base_time: float | None = None) -> str:
             lines.append(f"       messages: {shown}")
     counts = {s: sum(1 for f in found if f.severity == s) for s in Severity}
     lines.append("")
-    lines.append(f"{_counted(len(found), 'finding')}: " + ", ".join(
+    lines.append(f"{plural(len(found), 'finding')}: " + ", ".join(
         f"{n} {s}" for s, n in sorted(counts.items(), reverse=True) if n))
     return "\n".join(lines) + "\n"

@@ -344,3 +344,8 @@ def _counted(codes: list[int]) -> dict[str, int]:
 
 
 __all__ = ["body_entities", "body_plan", "error_counts", "info", "summary_line", "topic_names"]
+
+
+def plural(number: int, noun: str) -> str:
+    """`1 answer`, `3 answers`: a count with its noun, in the plural it needs."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
