@@ -22,7 +22,7 @@ QUORUM = CAPTURES / "quorum_story.pcap"
 PRODUCERS = CAPTURES / "producers_story.pcap"
 TANSU = CAPTURES / "tansu_topic_partitions.pcap"
 SUMMARY = re.compile(
-    r"^ *(?P<number>\d+) +(?P<time>-?[\d.:]+) +(?P<src>\S+) -> (?P<dst>\S+) +(?P<api>\S+|\(unknown API\)) "
+    r"^ *(?P<number>\d+) +(?P<time>-?[\d.:]+) +(?P<src>\S+) -> (?P<dst>\S+) +(?P<api>\S+|\(request missing\)) "
     r"(?:v(?P<version>\d+) )?(?P<kind>Request|Response) corr=(?P<corr>\S+)(?P<rest>.*)$"
 )
 
@@ -217,7 +217,7 @@ def test_public_captures_headers(public_captures: Path):
     rows = summary(public_captures / "deepflow_00-produce-v9.pcap")  # port 36333, detected
     assert [(r["api"], r["version"], r["corr"]) for r in rows] == [("Produce", "9", "47")] * 2
     rows = summary(public_captures / "ndpi_kafka.pcapng")
-    assert any(r["api"] == "(unknown API)" and "request missing" in r["rest"] for r in rows)
+    assert any(r["api"] == "(request missing)" and "request missing" in r["rest"] for r in rows)
 
 
 def test_capture_cut_mid_stream_pairs_after_resynchronisation(tmp_path: Path):
@@ -229,13 +229,16 @@ def test_capture_cut_mid_stream_pairs_after_resynchronisation(tmp_path: Path):
     wrpcap(str(tmp_path / "cut.pcap"), packets[cut:])
     rows = summary(tmp_path / "cut.pcap")
     orphan = min((r for r in rows if r["kind"] == "Response"), key=lambda r: float(r["time"]))
-    assert orphan["api"] == "(unknown API)" and "request missing" in orphan["rest"]
+    assert orphan["api"] == "(request missing)" and "request missing" in orphan["rest"]
     # The orphan waited for the next response to confirm the resynchronisation, so it
     # may be listed after a request that followed it on the wire; nothing else is late.
     later = [r for r in rows if r is not orphan]
     assert len(later) >= 10 and all("request missing" not in r["rest"] for r in later)
     assert all(re.search(r" \d+\.\d{3} ms", r["rest"]) for r in later if r["kind"] == "Response")
     assert sum(r["kind"] == "Request" for r in later) == sum(r["kind"] == "Response" for r in later)
+    # `--stats` names the orphan's API the way the listing does.
+    stats = kdissect("--stats", tmp_path / "cut.pcap").stdout
+    assert re.search(r"^\(request missing\) +0 +1 +0 ", stats, re.M), stats
 
 
 def test_hostile_client_id_cannot_reach_the_terminal(tmp_path: Path):

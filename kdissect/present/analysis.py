@@ -41,7 +41,7 @@ from kdissect.present.columns import column as typed_column
 from kdissect.present.columns import typed
 from kdissect.present.html import capture_html
 from kdissect.present.records import json_value
-from kdissect.present.summary import plural
+from kdissect.present.summary import REQUEST_MISSING, plural
 from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
 from kdissect.present.table_spec import Row as TableRow
 from kdissect.present.tables import TABLES, Columns, TableSpec
@@ -366,7 +366,8 @@ class Capture:
         streams = len({m.frame.connection.index for m in self.message_list})
         apis: dict[str, int] = {}
         for m in self.message_list:
-            apis[m.api_name or "(request missing)"] = apis.get(m.api_name or "(request missing)", 0) + 1
+            name = m.api_name or REQUEST_MISSING
+            apis[name] = apis.get(name, 0) + 1
         lines = [
             f"Capture {self._name()}: {plural(len(self.message_list), 'Kafka message')} "
             f"on {plural(streams, 'connection')}, {plural(requests, 'request')} ({answered} answered)",

@@ -35,6 +35,7 @@ from kdissect.decode.tree import Node, printable
 from kdissect.ingest.net import format_address
 from kdissect.present import findings as findings_module
 from kdissect.present.findings import Finding, Severity, Thresholds
+from kdissect.present.summary import REQUEST_MISSING
 from kdissect.present.svgplot import Chart, Marker, Series, render
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ class PacketData:
         latency = message.latency
         kind = "Request" if message.is_request else "Response"
         label = f"{message.api_name} v{message.api_version}" if message.api_key is not None \
-            else "(unknown API)"
+            else REQUEST_MISSING
         for name, value in (
             ("n", message.number), ("t", round(message.time - self.base_time, 6)),
             ("s", src), ("d", dst), ("p", strings(f"{label} {kind}")),

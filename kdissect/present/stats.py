@@ -20,7 +20,7 @@ from typing import Any
 from kdissect.decode.tree import printable
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
-from kdissect.present.summary import body_plan, error_counts
+from kdissect.present.summary import REQUEST_MISSING, body_plan, error_counts
 
 NOT_DECODED = "n/d"
 _PERCENTILES = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
@@ -104,7 +104,7 @@ class Statistics:
             self.start = start
 
     def add(self, message: Message) -> None:
-        key = (message.api_name or "(request missing)", message.api_version)
+        key = (message.api_name or REQUEST_MISSING, message.api_version)
         api = self.apis.setdefault(key, ApiStats())
         connection = self._connection(message)
         bucket = self._bucket(message)

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 # plain summary line never reads one.
 
 _TOPIC_FIELDS = ("Name", "TopicName")
+# What a response whose request was never seen is called in the listing, the statistics,
+# the summary and the report: its API is not on the wire, only in the missing request.
+REQUEST_MISSING = "(request missing)"
 _MAX_TOPICS = 3
 
 
@@ -120,10 +123,10 @@ def _printable_client(client_id: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _api_label(api_key: int | None, api_version: int | None, is_request: bool) -> str:
-    """`Produce v9 Request`, `(unknown API) Response`."""
+    """`Produce v9 Request`, `(request missing) Response`."""
     kind = "Request" if is_request else "Response"
     if api_key is None:
-        return f"(unknown API) {kind}"
+        return f"{REQUEST_MISSING} {kind}"
     return f"{api_name(api_key)} v{api_version} {kind}"
 
 
