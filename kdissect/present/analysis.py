@@ -201,16 +201,20 @@ class Capture:
 
     @cached_property
     def messages(self) -> pd.DataFrame:
+        """One row per Kafka message: the JSON output's columns without the tree."""
         with cycle_collection_paused():
             return self._built("messages", _MESSAGE_DTYPES, lambda: _messages_frame(self.message_list))
 
     @cached_property
     def exchanges(self) -> pd.DataFrame:
+        """One row per request and its response: both times, the latency, the top-level error."""
         with cycle_collection_paused():
             return self._built("exchanges", _EXCHANGE_DTYPES, lambda: _exchanges_frame(self.message_list))
 
     @cached_property
     def fields(self) -> pd.DataFrame:
+        """One row per node of every message's tree. `offset` and `size` are where the
+        node's bytes sit in its Kafka message, as in the JSON tree, not Kafka offsets."""
         with cycle_collection_paused():
             return self._built("fields", _FIELD_DTYPES, lambda: _fields_frame(self.message_list))
 
