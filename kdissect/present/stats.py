@@ -1,7 +1,7 @@
 """`--stats`, `--interval` and `--top`: statistics over the messages shown, like tshark's -z.
 
 Per API and version (counts, latency percentiles, bytes, error codes), per client id
-(latency), per connection, per time bucket (`--interval`, like `-z io,stat`), and the
+(latency), per topic (records and bytes produced and fetched: `topic_stats`), per connection, per time bucket (`--interval`, like `-z io,stat`), and the
 slowest exchanges (`--top N`). As text, or as one JSON object with `-T json`.
 
 Error codes are counted in the bodies that are decoded (the APIs with loaded
@@ -21,6 +21,7 @@ from kdissect.decode.tree import printable
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
 from kdissect.present.summary import REQUEST_MISSING, body_plan, error_counts
+from kdissect.present.topic_stats import PRODUCE, Topics
 
 NOT_DECODED = "n/d"
 _PERCENTILES = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
@@ -92,6 +93,7 @@ class Statistics:
         self.apis: dict[tuple[str, int | None], ApiStats] = {}
         self.clients: dict[str | None, ClientStats] = {}
         self.connections: dict[int, ConnectionStats] = {}
+        self.topics = Topics()
         self.interval = interval
         self.start: float | None = None  # the capture's first packet, for the buckets
         self.buckets: dict[int, Bucket] = {}
@@ -118,6 +120,10 @@ class Statistics:
                 connection.client_ids[message.client_id] += 1
             if bucket is not None:
                 bucket.requests += 1
+            if message.api_key == PRODUCE:  # what was sent, whether answered or not
+                body = message.values(keep=False)
+                if body is not None:
+                    self.topics.add(message.api_key, True, body)
             return
         api.responses += 1
         api.response_bytes += size
@@ -125,7 +131,11 @@ class Statistics:
         self._add_response(message, api, bucket)
 
     def _add_response(self, message: Message, api: ApiStats, bucket: Bucket | None) -> None:
-        errors = response_errors(message)
+        body = None if message.pair is None else message.values(keep=False)
+        plan = None if body is None else body_plan(message)
+        errors = None if body is None or plan is None else Counter(error_counts(body, plan))
+        if body is not None:
+            self.topics.add(message.api_key, False, body)
         request = message.pair
         client = self.clients.setdefault(None if request is None else request.client_id, ClientStats())
         client.exchanges += 1
@@ -177,7 +187,7 @@ class Statistics:
         sections = []
         if full:
             sections += [self._api_table(), self._error_lines(), self._client_table(),
-                         self._connection_table()]
+                         self.topics.lines(), self._connection_table()]
         if self.interval is not None:
             sections.append(self._interval_table())
         if self.top:
@@ -298,6 +308,7 @@ class Statistics:
                  "latency_ms": c.latency.summary()}
                 for client_id, c in sorted(self.clients.items(), key=lambda i: -i[1].exchanges)
             ],
+            "topics": self.topics.as_dicts(),
             "connections": [
                 {"stream": index, "client": c.client, "server": c.server, "requests": c.requests,
                  "responses": c.responses, "client_ids": dict(c.client_ids.most_common())}

@@ -1,0 +1,146 @@
+"""`--stats`' Topics section: what was produced to and fetched from each topic.
+
+Read from the decoded bodies' flat values: a Produce request's partitions and the
+record batches they carry, a Produce response's partition errors, a Fetch response's
+partitions, records and partition errors. Records are counted from the batch headers
+(`traffic_tables.record_count`, control records included), bytes are the `Records`
+fields' sizes on the wire. Followers' fetches count with the consumers': both are
+data leaving the broker.
+
+A topic named only by id (Produce and Fetch v13+) takes its name from any answer of
+the capture that gives the id and the name together (Metadata v10+,
+DescribeTopicPartitions, CreateTopics v7+), wherever in the capture that answer is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kdissect.decode.tree import printable
+from kdissect.dissectors import Values, items
+from kdissect.present.table_spec import uuid_text
+from kdissect.present.traffic_tables import record_count
+
+PRODUCE, FETCH = 0, 1
+_NAME_FIELDS = ("Name", "Topic", "TopicName")
+_MAX_TOPICS = 1 << 16  # topics kept: a capture names as many as it likes, memory may not grow with it
+OTHER_TOPICS = "(other topics)"
+
+
+@dataclass(slots=True)
+class Flow:
+    """One direction of one topic's traffic: partitions, records, bytes, partition errors."""
+
+    partitions: int = 0
+    records: int = 0
+    bytes: int = 0
+    errors: int = 0
+
+    def add_records(self, data: Any) -> None:
+        self.partitions += 1
+        if isinstance(data, bytes | bytearray | memoryview):
+            self.records += record_count(data)
+            self.bytes += len(data)
+
+    def merged(self, other: Flow) -> Flow:
+        return Flow(self.partitions + other.partitions, self.records + other.records,
+                    self.bytes + other.bytes, self.errors + other.errors)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"partitions": self.partitions, "records": self.records, "bytes": self.bytes,
+                "errors": self.errors}
+
+
+@dataclass(slots=True)
+class TopicStats:
+    produced: Flow
+    fetched: Flow
+
+
+class Topics:
+    """Per topic, by name or (for a topic seen only by id) by id text."""
+
+    def __init__(self) -> None:
+        self.topics: dict[tuple[str | None, str | None], TopicStats] = {}  # (name, id)
+        self.names: dict[str, str] = {}  # topic id text -> name, from any answer
+
+    def add(self, api_key: int | None, is_request: bool, body: Values) -> None:
+        """One decoded body; bodies of other APIs only lend names to topic ids."""
+        if api_key == PRODUCE and is_request:
+            for topic in items(body, "TopicData"):
+                flow = self._topic(topic).produced
+                for partition in items(topic, "PartitionData"):
+                    flow.add_records(partition.get("Records"))
+        elif api_key == PRODUCE:
+            for topic in items(body, "Responses"):
+                self._topic(topic).produced.errors += sum(
+                    bool(p.get("ErrorCode")) for p in items(topic, "PartitionResponses"))
+        elif api_key == FETCH and not is_request:
+            for topic in items(body, "Responses"):
+                flow = self._topic(topic).fetched
+                for partition in items(topic, "Partitions"):
+                    flow.add_records(partition.get("Records"))
+                    flow.errors += bool(partition.get("ErrorCode"))
+        elif not is_request:
+            self._learn_names(body)
+
+    def _topic(self, topic: Values) -> TopicStats:
+        name = next((topic[f] for f in _NAME_FIELDS if isinstance(topic.get(f), str)), None)
+        key = (name, None if name is not None else uuid_text(topic.get("TopicId")))
+        if key not in self.topics and len(self.topics) >= _MAX_TOPICS:
+            key = (None, None)  # shown as OTHER_TOPICS
+        found = self.topics.get(key)
+        if found is None:
+            found = self.topics[key] = TopicStats(Flow(), Flow())
+        return found
+
+    def _learn_names(self, body: Values) -> None:
+        if len(self.names) >= _MAX_TOPICS:
+            return
+        for topic in items(body, "Topics"):
+            topic_id, name = uuid_text(topic.get("TopicId")), topic.get("Name")
+            if topic_id is not None and isinstance(name, str):
+                self.names[topic_id] = name
+
+    def resolved(self) -> list[tuple[str | None, str | None, TopicStats]]:
+        """(name, id, stats) per topic, ids named where an answer told the name (and merged
+        with the traffic seen by that name), the busiest first."""
+        merged: dict[tuple[str | None, str | None], TopicStats] = {}
+        for (name, topic_id), stats in self.topics.items():
+            if name is None and topic_id in self.names:
+                name, topic_id = self.names[topic_id], None
+            seen = merged.get((name, topic_id))
+            merged[(name, topic_id)] = stats if seen is None else TopicStats(
+                seen.produced.merged(stats.produced), seen.fetched.merged(stats.fetched))
+        return sorted(((name, topic_id, stats) for (name, topic_id), stats in merged.items()),
+                      key=lambda t: (-(t[2].produced.bytes + t[2].fetched.bytes), t[0] or "", t[1] or ""))
+
+    # -- output --------------------------------------------------------------------
+
+    def lines(self) -> list[str]:
+        rows = self.resolved()
+        if not rows:
+            return []
+        lines = ["Topics", "======",
+                 f"{'topic':<30} {'produce':>7} {_HEAD}   {'fetch':>7} {_HEAD}"]
+        for name, topic_id, stats in rows:
+            label = OTHER_TOPICS if name is None and topic_id is None else (
+                f"id {topic_id}" if name is None else f'"{printable(name)}"')
+            lines.append(f"{label:<30} {_cells(stats.produced)}   {_cells(stats.fetched)}")
+        lines.append("produce: topic-partitions in Produce requests, the records and bytes of their "
+                     "batches, and the partitions their answers refused (errors); fetch: "
+                     "topic-partitions in Fetch responses (consumers' and followers'), their records, "
+                     "bytes and partition errors")
+        return lines
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        return [{"topic_name": name, "topic_id": topic_id, "produced": stats.produced.as_dict(),
+                 "fetched": stats.fetched.as_dict()} for name, topic_id, stats in self.resolved()]
+
+
+_HEAD = f"{'records':>9} {'bytes':>13} {'errors':>6}"
+
+
+def _cells(flow: Flow) -> str:
+    return f"{flow.partitions:>7} {flow.records:>9} {flow.bytes:>13} {flow.errors:>6}"
