@@ -346,7 +346,8 @@ def _counted(codes: list[int]) -> dict[str, int]:
     return counts
 
 
-__all__ = ["body_entities", "body_plan", "error_counts", "info", "summary_line", "topic_names"]
+__all__ = ["REQUEST_MISSING", "body_entities", "body_plan", "error_counts", "info", "plural", "summary_line",
+           "topic_names"]
 
 
 def plural(number: int, noun: str) -> str:
