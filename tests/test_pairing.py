@@ -128,7 +128,7 @@ def test_holding_is_bounded_by_capture_time():
     pairer.add(later)
     assert list(sequencer.push(later)) == [stuck]
     overdue = [n for n in stuck.notes if n.id == "kafka.response_overdue"]
-    assert len(overdue) == 1 and "6.000 s and 1 later messages" in overdue[0].message
+    assert len(overdue) == 1 and "6.000 s and 1 later message:" in overdue[0].message
 
 
 def test_holding_is_bounded_in_count():

@@ -92,7 +92,8 @@ def _out_of_order(response: Message, oldest: Message) -> None:
 def _overdue(request: Message, newest_ns: int, later: int) -> None:
     request.notes.append(notes.note(
         f"no response within {(newest_ns - request.frame.last_ns) / 1e9:.3f} s and {later} later "
-        "messages: shown before any answer (hold limit)", id="kafka.response_overdue"))
+        f"message{'' if later == 1 else 's'}: shown before any answer (hold limit)",
+        id="kafka.response_overdue"))
 
 
 def _unanswered(request: Message) -> None:
