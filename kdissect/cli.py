@@ -43,7 +43,7 @@ examples:
   kdissect -Y 'Topics[].Partitions[].LeaderId == -1' capture.pcap
   kdissect --port 19092 capture.pcap         also treat port 19092 as Kafka
   kdissect -T jsonl capture.pcap | jq .api_name
-  kdissect --stats capture.pcap              per-API, per-client and per-connection statistics
+  kdissect --stats capture.pcap              per-API, client, topic and connection statistics
   kdissect --interval 10s capture.pcap       requests, errors and p99 latency per 10 s
   kdissect --top 10 capture.pcap             the ten slowest exchanges
   kdissect --export out/ --format parquet capture.pcap
@@ -121,8 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--about", action="store_true",
         help="in JSON output, give each tree node the schema's description of its field (`about`)")
     add("--stats", action="store_true",
-        help="print per-API (counts, errors, latency percentiles, bytes), per-client-id "
-        "and per-connection statistics instead of the message list")
+        help="print per-API (counts, errors, latency percentiles, bytes), per-client-id, "
+        "per-topic (records and bytes produced and fetched) and per-connection statistics "
+        "instead of the message list")
     add("--findings", action="store_true",  # main() hands these to the report module's parser
         help="print what went wrong, most severe first, with the messages as evidence, "
         "instead of the message list (its options: kdissect --findings --help)")
