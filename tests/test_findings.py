@@ -291,6 +291,7 @@ def test_malformed_bodies_are_a_finding_naming_the_api(tmp_path):
     found = F.find(kdissect.read_pcap(crafted(tmp_path, talk)))
     malformed = the(found, "traffic.malformed", api="DescribeQuorum")
     assert malformed.messages == (1,) and malformed.details["problems"]
+    assert malformed.summary.startswith("1 malformed DescribeQuorum message, first: ")
 
 
 # -- small mechanisms ----------------------------------------------------------------------
@@ -547,3 +548,59 @@ def test_a_long_poll_is_slow_only_beyond_the_wait_it_asked_for_and_the_finding_g
     assert slow.details["worst_ms"] == pytest.approx(3000.0)
     assert slow.details["worst_beyond_wait_ms"] == pytest.approx(2500.0)
     assert "up to 3000.0 ms, 2500.0 ms beyond the wait its request allowed" in slow.summary
+
+
+
+def pipelined_fetches(tmp_path, timeline):
+    """A capture of Fetch v15 exchanges (MaxWaitMs 500, kio-encoded) on one connection:
+    `timeline` is (correlation id, is request, seconds) in wire order."""
+    from kio.schema.fetch.v15 import request as fetch_request
+    from kio.schema.fetch.v15 import response as fetch_response
+    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.schema.response_header.v1.header import ResponseHeader
+
+    from tests.craft import Record
+    from tests.test_traffic_tables import encoded
+
+    asked = fetch_request.FetchRequest(
+        cluster_id=None, replica_state=fetch_request.ReplicaState(replica_id=-1, replica_epoch=-1),
+        max_wait=timedelta(milliseconds=500), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1, topics=(), forgotten_topics_data=(), rack_id="")
+    answered = fetch_response.FetchResponse(throttle_time=timedelta(0), error_code=ErrorCode.none,
+                                            session_id=0, responses=())
+    talk = Conversation.between(("10.0.0.2", 40400), ("10.0.0.1", 9092))
+    timed = [(packet, 0.0) for packet in talk.handshake()]
+    for correlation_id, is_request, at in timeline:
+        if is_request:
+            header = RequestHeader(request_api_key=1, request_api_version=15, correlation_id=correlation_id,
+                                   client_id="pipeliner")
+            payload = encoded(header) + encoded(asked)
+        else:
+            payload = encoded(ResponseHeader(correlation_id=correlation_id)) + encoded(answered)
+        timed += [(packet, at) for packet in talk.send(is_request, len(payload).to_bytes(4, "big") + payload)]
+    path = write_pcap(tmp_path / "pipelined.pcap", [Record(bytes(ethernet(packet)), 1_700_000_000.0 + at)
+                                                    for packet, at in timed])
+    return kdissect.read_pcap(path)
+
+
+def test_a_request_pipelined_behind_a_slow_one_is_not_slow_itself(tmp_path):
+    """A broker answers one request of a connection at a time: a second Fetch sent 50 ms
+    after the first waits until the first is answered (3 s later, 2.5 s beyond its
+    MaxWaitMs) and is answered 10 ms after it. Its latency is 2.96 s, but only the first
+    exchange is slow; the second's 2.95 s are time queued behind it."""
+    capture = pipelined_fetches(tmp_path, ((1, True, 0.01), (2, True, 0.06), (1, False, 3.01), (2, False, 3.02)))
+    assert [round(latency) for latency in capture.exchanges.latency_ms] == [3000, 2960]
+    rows = F.exchange_rows(capture.message_list)
+    assert [round(r["queued_ms"]) for r in rows] == [0, 2950]
+    slow = the(F.find(capture), "traffic.slow", api="Fetch")
+    assert slow.messages == (1, 3) and slow.count == 1
+    assert "worst_queued_ms" not in slow.details and "queued" not in slow.summary
+
+
+def test_a_slow_request_that_was_also_queued_says_how_long_it_queued(tmp_path):
+    """The second Fetch is slow in its own right (answered 4 s after the first answer, 3.5 s
+    beyond its wait): the finding names it and says how much of its latency was queued."""
+    capture = pipelined_fetches(tmp_path, ((1, True, 0.01), (2, True, 0.06), (1, False, 0.51), (2, False, 4.51)))
+    slow = the(F.find(capture), "traffic.slow", api="Fetch")
+    assert slow.messages == (2, 4) and slow.details["worst_queued_ms"] == pytest.approx(450.0)
+    assert "up to 4450.0 ms (450.0 ms of it queued behind earlier requests of its connection)" in slow.summary

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kdissect.decode.tree import Node, printable
 from kdissect.error_codes import error_name
 from kdissect.notes import Note
-from kdissect.present.summary import plural
+from kdissect.present.summary import REQUEST_MISSING, plural
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -263,14 +263,20 @@ def exchange_rows(messages: Iterable[Message]) -> list[dict[str, Any]]:
     from kdissect.ingest.net import format_address
 
     found = []
+    answered: dict[int, float] = {}  # per connection: the time of its latest answer so far
     for response in messages:
         request = response.pair
         if response.is_request or request is None:
             continue
         connection = response.frame.connection
+        # A broker reads a connection's next request only once it has answered the one
+        # before: time between this request and the previous answer was spent queued.
+        before = answered.get(id(connection), request.time)
+        answered[id(connection)] = response.time
         found.append({"request": request.number, "response": response.number,
                       "time": response.time, "api_name": response.api_name,
                       "latency_ms": (response.time - request.time) * 1000.0,
+                      "queued_ms": max(0.0, min(before, response.time) - request.time) * 1000.0,
                       "client_id": request.client_id or "", "stream": connection.index,
                       "client": format_address(connection.client),
                       "server": format_address(connection.server)})
@@ -456,7 +462,7 @@ def malformed(evidence: Evidence) -> Iterator[Finding]:
     for api, items in grouped(found, "api_name").items():
         first = broken[items[0]["number"]][0]
         yield _finding("traffic.malformed", Severity.MEDIUM,
-                       f"{len(items)} malformed {api[0] or 'unknown API'} messages, first: "
+                       f"{plural(len(items), f'malformed {api[0] or REQUEST_MISSING} message')}, first: "
                        f"{printable(first)}", items, evidence.streams,
                        api=api[0], problems=sorted({p for r in items for p in broken[r["number"]]})[:10])
 
@@ -464,12 +470,16 @@ def malformed(evidence: Evidence) -> Iterator[Finding]:
 @detector("traffic.slow")
 def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
     """Exchanges slower than the absolute threshold, or far slower than their API usually is.
-    A request that asks the broker to wait (Fetch's MaxWaitMs, once its body is decoded)
-    is judged on the time beyond that wait; the finding then gives both, the latency as
-    the message list shows it and the time beyond the wait."""
+    An exchange is judged on the broker's own time: from its request, or from the answer
+    to the request before it on the connection when that came later (a broker answers a
+    connection's requests one at a time, so a request pipelined behind a slow one waits
+    without being slow itself). A request that asks the broker to wait (Fetch's
+    MaxWaitMs, once its body is decoded) is judged on the time beyond that wait; the
+    finding then gives both, the latency as the message list shows it and the time
+    beyond the wait."""
     limits = evidence.thresholds
     waits = evidence.body_facts.max_wait_ms  # long polls (Fetch) may wait this long by design
-    found = [{**r, "beyond_ms": r["latency_ms"] - max(waits.get(r["request"], 0), 0)}
+    found = [{**r, "beyond_ms": r["latency_ms"] - r["queued_ms"] - max(waits.get(r["request"], 0), 0)}
              for r in evidence.exchanges]
     for (api,), items in grouped(found, "api_name").items():
         ordered = sorted(r["beyond_ms"] for r in items)
@@ -484,6 +494,9 @@ def slow_exchanges(evidence: Evidence) -> Iterator[Finding]:
         worst = max(slow, key=lambda r: r["beyond_ms"])
         details: dict[str, Any] = {"api": api, "worst_ms": round(worst["latency_ms"], 3)}
         slowest = f"{plural(len(slow), f'slow {api} exchange')}: up to {worst['latency_ms']:.1f} ms"
+        if worst["queued_ms"] > 0:
+            slowest += f" ({worst['queued_ms']:.1f} ms of it queued behind earlier requests of its connection)"
+            details["worst_queued_ms"] = round(worst["queued_ms"], 3)
         if any(waits.get(r["request"], 0) > 0 for r in items):  # judged beyond the waits asked for
             summary = (f"{slowest}, "
                        f"{worst['beyond_ms']:.1f} ms beyond the wait its request allowed "
