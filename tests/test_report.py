@@ -211,3 +211,18 @@ def test_the_detail_budget_is_a_number_of_megabytes(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = page_json(out.read_text(), "kd-details").split("\n")
     assert all(lines) and len(lines) == len(kdissect.read_pcap(CAPTURES / "incident.pcap"))
+
+
+def test_the_overview_counts_each_topics_records_as_stats_does():
+    capture = kdissect.read_pcap(CAPTURES / "tansu_records.pcap")
+    page = build_report(capture)
+    table = page[page.index("<h3>Topics</h3>"):].split("</table>")[0]
+    cells = re.findall(r"<td>(.*?)</td>", table)
+    stats = json.loads(subprocess.run([sys.executable, "-m", "kdissect", "--stats", "-T", "json",
+                                       str(CAPTURES / "tansu_records.pcap")], capture_output=True,
+                                      text=True, timeout=120, check=True).stdout)
+    [topic] = stats["topics"]
+    flows = (topic["produced"], topic["fetched"])
+    assert cells == [topic["topic_name"], *(str(f[k]) for f in flows for k in ("partitions", "records", "bytes", "errors"))]
+    assert cells[2] == "33"  # the records kafka-python's producers sent (the capture's sidecar)
+    assert "<h3>Topics</h3>" not in build_report(kdissect.read_pcap(CAPTURES / "quorum_story.pcap"))

@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from datetime import timedelta
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from kdissect.present import topic_stats
 from kdissect.present.topic_stats import FETCH, PRODUCE, Topics
@@ -115,3 +118,31 @@ def test_the_readme_shows_the_topics_of_the_records_capture_as_they_are():
     out = run("--stats", PCAP).stdout.splitlines()
     start = out.index("Topics")
     assert shown == out[start:start + 4]
+
+
+def test_a_fetch_by_topic_id_is_named_by_a_metadata_answer_from_kio(tmp_path):
+    """Fetch v15 names its topic by id only; a later Metadata v12 answer (kio-encoded) gives
+    the id's name, and the Topics section shows the fetch under that name."""
+    from kio.schema.metadata.v12 import request as metadata_request
+    from kio.schema.metadata.v12 import response as metadata_response
+
+    from tests.test_traffic_tables import TOPIC_ID, follower_fetch, kio_capture
+
+    asked, answered = follower_fetch()
+    named = metadata_response.MetadataResponse(
+        throttle_time=timedelta(0), brokers=(), cluster_id="c", controller_id=1,
+        topics=(metadata_response.MetadataResponseTopic(
+            error_code=ErrorCode.none, name="replicated", topic_id=TOPIC_ID, is_internal=False,
+            partitions=(), topic_authorized_operations=-2147483648),))
+    metadata = metadata_request.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False)
+    pcap = kio_capture(tmp_path, [(1, 15, asked, answered), (METADATA, 12, metadata, named)])
+    [topic] = json.loads(run("--stats", "-T", "json", pcap).stdout)["topics"]
+    assert topic["topic_name"] == "replicated" and topic["topic_id"] is None
+    # kafka-python's builder put 3 records in partition 0; partition 1 answered an error
+    assert topic["fetched"] == {"partitions": 2, "records": 3, "bytes": topic["fetched"]["bytes"], "errors": 1}
+    assert topic["fetched"]["bytes"] > 61 and topic["produced"]["partitions"] == 0
+    (tmp_path / "alone").mkdir()
+    unnamed = kio_capture(tmp_path / "alone", [(1, 15, asked, answered)])
+    [alone] = json.loads(run("--stats", "-T", "json", unnamed).stdout)["topics"]
+    assert alone["topic_name"] is None and alone["topic_id"] == str(TOPIC_ID)

@@ -296,9 +296,9 @@ def kio_capture(tmp_path: Path, exchanges: list[tuple[int, int, object, object]]
 TOPIC_ID = uuid.UUID("6f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f1")
 
 
-def test_a_follower_fetch_by_topic_id(tmp_path: Path) -> None:
-    """Fetch v15: topics by id, a follower's epochs and offsets, aborted transactions, and a
-    partition error that the errors table places under its topic id and partition."""
+def follower_fetch() -> tuple[Any, Any]:
+    """A Fetch v15 exchange by topic id (kio's classes; records by kafka-python's batch
+    builder): partition 0 answers three records, partition 1 OFFSET_OUT_OF_RANGE."""
     batch = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, batch_size=1 << 20)
     for i in range(3):
         batch.append(i, 1_795_952_641_840, None, b"v", [])
@@ -327,6 +327,13 @@ def test_a_follower_fetch_by_topic_id(tmp_path: Path) -> None:
     answered = fetch_response.FetchResponse(
         throttle_time=timedelta(milliseconds=3), error_code=ErrorCode.none, session_id=0,
         responses=(fetch_response.FetchableTopicResponse(topic_id=TOPIC_ID, partitions=partitions),))
+    return asked, answered
+
+
+def test_a_follower_fetch_by_topic_id(tmp_path: Path) -> None:
+    """Fetch v15: topics by id, a follower's epochs and offsets, aborted transactions, and a
+    partition error that the errors table places under its topic id and partition."""
+    asked, answered = follower_fetch()
     capture = kdissect.read_pcap(kio_capture(tmp_path, [(1, 15, asked, answered)]))
     fetch = capture.fetch
     asked_rows, answered_rows = fetch[fetch.direction == "request"], fetch[fetch.direction == "response"]

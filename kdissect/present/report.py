@@ -251,6 +251,7 @@ def _overview(capture: Capture, found: list[Finding], packets: PacketData,
     return (f"<section id='overview' class='tab'><h2>Overview</h2><table class='facts'>{fact_rows}"
             f"</table><h3>APIs</h3>{_api_table(messages, exchanges, errors)}"
             f"<h3>Clients</h3>{_client_table(exchanges)}"
+            f"{_topic_table(messages)}"
             + "".join(f"<p class='problem'>{escape(printable(str(p)))}</p>" for p in capture.problems[:20])
             + "</section>")
 
@@ -283,6 +284,25 @@ def _client_table(exchanges: list[dict[str, Any]]) -> str:
     body = [[escape(client), escape(printable(client_id)), str(len(items))]
             for (client, client_id), items in sorted(groups.items())[:500]]
     return _table(["client address", "client id", "answered exchanges"], body)
+
+
+def _topic_table(messages: list[Message]) -> str:
+    """What was produced to and fetched from each topic, as `--stats` counts it; nothing
+    when no Produce or Fetch body was decoded."""
+    from kdissect.present.topic_stats import Topics, topic_label
+
+    rows = Topics().add_messages(messages).resolved()
+    if not rows:
+        return ""
+    body = []
+    for name, topic_id, stats in rows[:500]:
+        label = escape(topic_label(name, topic_id, quoted=False))
+        flows = (stats.produced, stats.fetched)
+        body.append([label, *(str(value) for flow in flows
+                              for value in (flow.partitions, flow.records, flow.bytes, flow.errors))])
+    return "<h3>Topics</h3>" + _table(
+        ["topic", "produced: partitions", "records", "bytes", "refused",
+         "fetched: partitions", "records", "bytes", "errors"], body, "numbers")
 
 
 def _findings_section(found: list[Finding], base: float) -> str:

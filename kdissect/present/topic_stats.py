@@ -14,15 +14,19 @@ DescribeTopicPartitions, CreateTopics v7+), wherever in the capture that answer 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kdissect.decode.tree import printable
 from kdissect.dissectors import Values, items
+from kdissect.pair.message import Message
 from kdissect.present.table_spec import uuid_text
 from kdissect.present.traffic_tables import record_count
 
 PRODUCE, FETCH = 0, 1
+# Answers that give topic ids with their names: Metadata, CreateTopics, DescribeTopicPartitions.
+NAMING_APIS = frozenset({3, 19, 75})
 _NAME_FIELDS = ("Name", "Topic", "TopicName")
 _MAX_TOPICS = 1 << 16  # topics kept: a capture names as many as it likes, memory may not grow with it
 OTHER_TOPICS = "(other topics)"
@@ -82,8 +86,18 @@ class Topics:
                 for partition in items(topic, "Partitions"):
                     flow.add_records(partition.get("Records"))
                     flow.errors += bool(partition.get("ErrorCode"))
-        elif not is_request:
+        elif not is_request and api_key in NAMING_APIS:
             self._learn_names(body)
+
+    def add_messages(self, messages: Iterable[Message]) -> Topics:
+        """Every message whose body counts here, decoded for it (and not kept)."""
+        for message in messages:
+            key = message.api_key
+            if key == PRODUCE or (not message.is_request and (key == FETCH or key in NAMING_APIS)):
+                body = message.values(keep=False)
+                if body is not None:
+                    self.add(key, message.is_request, body)
+        return self
 
     def _topic(self, topic: Values) -> TopicStats:
         name = next((topic[f] for f in _NAME_FIELDS if isinstance(topic.get(f), str)), None)
@@ -125,8 +139,7 @@ class Topics:
         lines = ["Topics", "======",
                  f"{'topic':<30} {'produce':>7} {_HEAD}   {'fetch':>7} {_HEAD}"]
         for name, topic_id, stats in rows:
-            label = OTHER_TOPICS if name is None and topic_id is None else (
-                f"id {topic_id}" if name is None else f'"{printable(name)}"')
+            label = topic_label(name, topic_id, quoted=True)
             lines.append(f"{label:<30} {_cells(stats.produced)}   {_cells(stats.fetched)}")
         lines.append("produce: topic-partitions in Produce requests, the records and bytes of their "
                      "batches, and the partitions their answers refused (errors); fetch: "
@@ -137,6 +150,14 @@ class Topics:
     def as_dicts(self) -> list[dict[str, Any]]:
         return [{"topic_name": name, "topic_id": topic_id, "produced": stats.produced.as_dict(),
                  "fetched": stats.fetched.as_dict()} for name, topic_id, stats in self.resolved()]
+
+
+def topic_label(name: str | None, topic_id: str | None, *, quoted: bool) -> str:
+    """A topic as printable text: its name (escaped, in quotes if `quoted`), else `id ...`,
+    else the row of topics beyond the bound."""
+    if name is not None:
+        return f'"{printable(name)}"' if quoted else printable(name)
+    return OTHER_TOPICS if topic_id is None else f"id {topic_id}"
 
 
 _HEAD = f"{'records':>9} {'bytes':>13} {'errors':>6}"
