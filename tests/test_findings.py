@@ -510,47 +510,6 @@ def test_not_coordinator_then_a_new_node_is_a_move_and_a_repeated_answer_is_not(
     assert len([f for f in found if f.id == "groups.coordinator_moved"]) == 2  # 1 -> 1 is no move
 
 
-def test_a_long_poll_is_slow_only_beyond_the_wait_it_asked_for_and_the_finding_gives_both(tmp_path):
-    """Fetch asks the broker to hold its answer up to MaxWaitMs (500 ms here, kio-encoded):
-    answered after 1.2 s it is 0.7 s beyond the wait, not slow; after 3 s it is. The
-    finding's latency is the message list's (3000 ms), and it says what lies beyond the wait."""
-    from kio.schema.fetch.v15 import request as fetch_request
-    from kio.schema.fetch.v15 import response as fetch_response
-    from kio.schema.request_header.v2.header import RequestHeader
-    from kio.schema.response_header.v1.header import ResponseHeader
-
-    from tests.craft import Record
-    from tests.test_traffic_tables import encoded
-
-    asked = fetch_request.FetchRequest(
-        cluster_id=None, replica_state=fetch_request.ReplicaState(replica_id=-1, replica_epoch=-1),
-        max_wait=timedelta(milliseconds=500), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-        session_id=0, session_epoch=-1, topics=(), forgotten_topics_data=(), rack_id="")
-    answered = fetch_response.FetchResponse(throttle_time=timedelta(0), error_code=ErrorCode.none,
-                                            session_id=0, responses=())
-    talk = Conversation.between(("10.0.0.2", 40400), ("10.0.0.1", 9092))
-    timed = [(packet, 0.0) for packet in talk.handshake()]
-    start = 0.01
-    for correlation_id, seconds in ((1, 1.2), (2, 3.0)):
-        header = RequestHeader(request_api_key=1, request_api_version=15, correlation_id=correlation_id,
-                               client_id="poller")
-        for is_request, payload, at in ((True, encoded(header) + encoded(asked), start),
-                                        (False, encoded(ResponseHeader(correlation_id=correlation_id))
-                                         + encoded(answered), start + seconds)):
-            timed += [(packet, at) for packet in talk.send(is_request, len(payload).to_bytes(4, "big") + payload)]
-        start += seconds + 0.01
-    path = write_pcap(tmp_path / "polls.pcap", [Record(bytes(ethernet(packet)), 1_700_000_000.0 + at)
-                                                for packet, at in timed])
-    capture = kdissect.read_pcap(path)
-    assert [round(latency) for latency in capture.exchanges.latency_ms] == [1200, 3000]
-    slow = the(F.find(capture), "traffic.slow", api="Fetch")
-    assert slow.messages == (3, 4) and slow.count == 1
-    assert slow.details["worst_ms"] == pytest.approx(3000.0)
-    assert slow.details["worst_beyond_wait_ms"] == pytest.approx(2500.0)
-    assert "up to 3000.0 ms, 2500.0 ms beyond the wait its request allowed" in slow.summary
-
-
-
 def pipelined_fetches(tmp_path, timeline):
     """A capture of Fetch v15 exchanges (MaxWaitMs 500, kio-encoded) on one connection:
     `timeline` is (correlation id, is request, seconds) in wire order."""
@@ -581,6 +540,19 @@ def pipelined_fetches(tmp_path, timeline):
     path = write_pcap(tmp_path / "pipelined.pcap", [Record(bytes(ethernet(packet)), 1_700_000_000.0 + at)
                                                     for packet, at in timed])
     return kdissect.read_pcap(path)
+
+
+def test_a_long_poll_is_slow_only_beyond_the_wait_it_asked_for_and_the_finding_gives_both(tmp_path):
+    """Fetch asks the broker to hold its answer up to MaxWaitMs (500 ms here, kio-encoded):
+    answered after 1.2 s it is 0.7 s beyond the wait, not slow; after 3 s it is. The
+    finding's latency is the message list's (3000 ms), and it says what lies beyond the wait."""
+    capture = pipelined_fetches(tmp_path, ((1, True, 0.01), (1, False, 1.21), (2, True, 1.22), (2, False, 4.22)))
+    assert [round(latency) for latency in capture.exchanges.latency_ms] == [1200, 3000]
+    slow = the(F.find(capture), "traffic.slow", api="Fetch")
+    assert slow.messages == (3, 4) and slow.count == 1
+    assert slow.details["worst_ms"] == pytest.approx(3000.0)
+    assert slow.details["worst_beyond_wait_ms"] == pytest.approx(2500.0)
+    assert "up to 3000.0 ms, 2500.0 ms beyond the wait its request allowed" in slow.summary
 
 
 def test_a_request_pipelined_behind_a_slow_one_is_not_slow_itself(tmp_path):
