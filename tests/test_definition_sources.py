@@ -279,3 +279,30 @@ def test_an_operator_struct_containing_itself_is_skipped_not_raised(tmp_path: Pa
     configure_definitions(folder, installed=False)
     assert dissect_request(PRODUCE_V7).children[2]["TopicData"].value == 1  # kdissect's own file
     assert "contains itself" in definition_problems()["schemas:message/ProduceRequest.json"]
+
+
+def test_flat_values_follow_a_change_of_definitions(tmp_path: Path) -> None:
+    """The compiled decoders are dropped with the definitions they were built from: a decoder
+    kept across the change would give the old names (a filter or table would then miss them)."""
+    from kdissect.decode.values import fast_body
+
+    # FindCoordinator v0: api key 10, correlation id 1, client id "kdis"; Key "g"
+    frame = bytes.fromhex("000a 0000 00000001 0004 6b646973 0001 67")
+    frame = len(frame).to_bytes(4, "big") + frame
+
+    def names() -> set[str]:
+        body = fast_body(frame, "request", 10, 0)
+        assert body is not None
+        return set(body)
+
+    assert names() == {"Key"}
+    raw = json.loads(strip_comments((OWN / "FindCoordinatorRequest.json").read_text()))
+    assert raw["fields"][0]["name"] == "Key"
+    raw["fields"][0]["name"] = "CoordinatorKey"
+    folder = tmp_path / "message"
+    folder.mkdir()
+    (folder / "FindCoordinatorRequest.json").write_text(json.dumps(raw))
+    configure_definitions(folder)
+    assert names() == {"CoordinatorKey"}
+    set_sources(None)
+    assert names() == {"Key"}

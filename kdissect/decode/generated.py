@@ -38,6 +38,7 @@ from typing import Any
 
 from kdissect.decode import records
 from kdissect.decode.record_check import records_clean
+from kdissect.decode.schema.loader import on_sources_change
 from kdissect.decode.schema.plan import FieldPlan, Kind, MessagePlan, StructPlan
 
 StructDecoder = Callable[[bytes, int, int], tuple[dict[str, Any], int]]
@@ -427,6 +428,7 @@ def tagged_fields_reader(plan: StructPlan) -> TaggedFieldsReader:
 
 MessageDecoder = Callable[[bytes], dict[str, Any]]
 _MESSAGE_DECODERS: dict[tuple[int, int, str], MessageDecoder | None] = {}
+on_sources_change(_MESSAGE_DECODERS.clear)  # other definitions: other plans, other field names
 
 
 def message_decoder(header: StructPlan, body: MessagePlan) -> MessageDecoder | None:

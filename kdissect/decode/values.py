@@ -18,6 +18,7 @@ from typing import Any
 
 from kdissect.apis import request_header_version, response_header_version
 from kdissect.decode.generated import FAST_PATH_REFUSALS, MessageDecoder, message_decoder
+from kdissect.decode.schema.loader import on_sources_change
 from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, header_plan, message_plan
 from kdissect.decode.tree import Node
 
@@ -26,6 +27,7 @@ _SIZE = struct.Struct(">i")
 
 
 _DECODERS: dict[tuple[int, int, str], MessageDecoder | None] = {}
+on_sources_change(_DECODERS.clear)  # other definitions: other plans, other field names
 
 
 def fast_body(data: bytes, kind: str, api_key: int, version: int) -> Values | None:
