@@ -26,7 +26,12 @@ from functools import cache
 from typing import Any, Protocol
 
 from kdissect.decode.dissect import message_body
-from kdissect.decode.schema.loader import load_definitions, shipped_api_keys
+from kdissect.decode.schema.loader import (
+    active_sources,
+    load_definitions,
+    on_sources_change,
+    shipped_api_keys,
+)
 from kdissect.decode.schema.model import FieldSpec, MessageSpec
 from kdissect.decode.schema.plan import message_plan
 from kdissect.decode.tree import Node
@@ -228,19 +233,97 @@ def _columns() -> dict[str, Column]:
 
 COLUMNS: dict[str, Column] = _columns()
 
-# Wireshark's Kafka field names for body fields (`tshark -G fields`), as body paths.
+# Wireshark's Kafka field names for body fields (`tshark -G fields`), as body paths: a
+# filter written for tshark runs here unchanged. A path no loaded definition has is left
+# out; a name whose paths are all unknown never matches, and is not an error.
 KAFKA_BODY_ALIASES: dict[str, tuple[str, ...]] = {
+    # errors, topics, partitions, brokers
     "kafka.error": ("ErrorCode",), "kafka.error_code": ("ErrorCode",),
     "kafka.error_message": ("ErrorMessage",), "kafka.throttle_time": ("ThrottleTimeMs",),
     "kafka.topic_name": ("Topics.Name", "TopicName", "TopicData.Name", "Responses.Name", "Topics.Topic", "Responses.Topic"), "kafka.topic_id": ("TopicId",),
-    "kafka.partition_id": ("PartitionIndex", "PartitionIndexes", "PartitionId"),
-    "kafka.leader_id": ("LeaderId",), "kafka.leader_epoch": ("LeaderEpoch",),
+    "kafka.partition_id": ("PartitionIndex", "PartitionIndexes", "PartitionId", "Index", "Partition"),
+    "kafka.leader_id": ("LeaderId",),
+    "kafka.leader_epoch": ("LeaderEpoch", "CommittedLeaderEpoch", "partitionLeaderEpoch"),
+    "kafka.current_leader_epoch": ("CurrentLeaderEpoch",),
     "kafka.replica_id": ("ReplicaId", "ReplicaNodes"), "kafka.isr_id": ("IsrNodes",),
-    "kafka.offline_id": ("OfflineReplicas",), "kafka.producer_id": ("ProducerId",),
-    "kafka.producer_epoch": ("ProducerEpoch",), "kafka.node_id": ("NodeId",),
+    "kafka.offline_id": ("OfflineReplicas",), "kafka.node_id": ("NodeId",),
     "kafka.host": ("Host",), "kafka.port": ("Port",), "kafka.rack": ("Rack",),
     "kafka.is_internal": ("IsInternal",), "kafka.cluster_id": ("ClusterId",),
-    "kafka.transactional_id": ("TransactionalId",), "kafka.high_watermark": ("HighWatermark",),
+    "kafka.broker_epoch": ("BrokerEpoch",), "kafka.controller_epoch": ("ControllerEpoch",),
+    "kafka.num_partitions": ("NumPartitions",), "kafka.replication_factor": ("ReplicationFactor",),
+    "kafka.partition_count": ("Count",), "kafka.validate_only": ("ValidateOnly",),
+    "kafka.allow_auto_topic_creation": ("AllowAutoTopicCreation",),
+    "kafka.api_versions.api_key": ("ApiKeys.ApiKey",),
+    "kafka.api_versions.min_version": ("ApiKeys.MinVersion",),
+    "kafka.api_versions.max_version": ("ApiKeys.MaxVersion",),
+    "kafka.client_software_name": ("ClientSoftwareName",),
+    "kafka.client_software_version": ("ClientSoftwareVersion",),
+    # producing, fetching, offsets
+    "kafka.required_acks": ("Acks",), "kafka.timeout": ("TimeoutMs",),
+    "kafka.max_wait_time": ("MaxWaitMs",), "kafka.min_bytes": ("MinBytes",), "kafka.max_bytes": ("MaxBytes",),
+    "kafka.isolation_level": ("IsolationLevel",),
+    "kafka.fetch_session_id": ("SessionId",), "kafka.fetch_session_epoch": ("SessionEpoch",),
+    "kafka.forgotten_topic_name": ("ForgottenTopicsData.Topic",),
+    "kafka.forgotten_topic_partition": ("ForgottenTopicsData.Partitions",),
+    "kafka.high_watermark": ("HighWatermark",), "kafka.log_start_offset": ("LogStartOffset",),
+    "kafka.last_stable_offset": ("LastStableOffset",), "kafka.first_offset": ("FirstOffset",),
+    "kafka.offset": ("Offset", "CommittedOffset", "BaseOffset", "FetchOffset", "baseOffset", "offset"),
+    "kafka.offset_time": ("Timestamp", "LogAppendTimeMs"), "kafka.max_offsets": ("MaxNumOffsets",),
+    "kafka.metadata": ("CommittedMetadata",), "kafka.commit_timestamp": ("CommitTimestamp",),
+    "kafka.retention_time": ("RetentionTimeMs",), "kafka.require_stable_offset": ("RequireStable",),
+    "kafka.offset_lag": ("OffsetLag",),
+    # producers and transactions
+    "kafka.producer_id": ("ProducerId", "V3AndBelowProducerId", "producerId"),
+    "kafka.producer_epoch": ("ProducerEpoch", "V3AndBelowProducerEpoch", "producerEpoch"),
+    "kafka.transactional_id": ("TransactionalId", "V3AndBelowTransactionalId"),
+    "kafka.transaction_timeout": ("TransactionTimeoutMs",), "kafka.transaction_result": ("Committed",),
+    "kafka.coordinator_epoch": ("CoordinatorEpoch",),
+    # groups and coordinators
+    "kafka.consumer_group": ("GroupId", "Groups", "GroupsNames", "GroupIds"),
+    "kafka.consumer_group_instance": ("GroupInstanceId",),
+    "kafka.member_id": ("MemberId",), "kafka.generation_id": ("GenerationId", "GenerationIdOrMemberEpoch"),
+    "kafka.group_state": ("GroupState",), "kafka.protocol_type": ("ProtocolType",),
+    "kafka.protocol_name": ("ProtocolName", "Protocols.Name", "ProtocolData"),
+    "kafka.session_timeout": ("SessionTimeoutMs",), "kafka.rebalance_timeout": ("RebalanceTimeoutMs",),
+    "kafka.client_host": ("ClientHost",),
+    "kafka.coordinator_key": ("Key", "CoordinatorKeys"), "kafka.coordinator_type": ("KeyType",),
+    # security, configuration, ACLs, delegation tokens
+    "kafka.sasl_mechanism": ("Mechanism",), "kafka.sasl_authentication": ("AuthBytes",),
+    "kafka.session_lifetime_ms": ("SessionLifetimeMs",),
+    "kafka.config_resource_type": ("ResourceType",), "kafka.config_resource_name": ("ResourceName",),
+    "kafka.config_key": ("Configs.Name", "ConfigurationKeys"), "kafka.config_value": ("Configs.Value",),
+    "kafka.config_operation": ("ConfigOperation",), "kafka.config_source": ("ConfigSource",),
+    "kafka.config_default": ("IsDefault",), "kafka.config_readonly": ("ReadOnly",),
+    "kafka.config_sensitive": ("IsSensitive",), "kafka.config_include_synonyms": ("IncludeSynonyms",),
+    "kafka.acl_resource_type": ("ResourceType", "ResourceTypeFilter"),
+    "kafka.acl_resource_name": ("ResourceName", "ResourceNameFilter"),
+    "kafka.acl_resource_pattern_type": ("ResourcePatternType", "PatternType", "PatternTypeFilter"),
+    "kafka.acl_principal": ("Principal", "PrincipalFilter"), "kafka.acl_operation": ("Operation",),
+    "kafka.acl_permission_type": ("PermissionType",),
+    "kafka.principal_type": ("PrincipalType",), "kafka.principal_name": ("PrincipalName",),
+    "kafka.token_id": ("TokenId",), "kafka.token_hmac": ("Hmac",),
+    "kafka.token_issue_timestamp": ("IssueTimestampMs",),
+    "kafka.token_expiry_timestamp": ("ExpiryTimestampMs",),
+    "kafka.token_max_timestamp": ("MaxTimestampMs",), "kafka.token_max_life_time": ("MaxLifetimeMs",),
+    "kafka.renew_time": ("RenewPeriodMs",), "kafka.expiry_time": ("ExpiryTimePeriodMs",),
+    "kafka.cluster_authorized_ops": ("ClusterAuthorizedOperations",),
+    "kafka.topic_authorized_ops": ("TopicAuthorizedOperations",),
+    "kafka.group_authorized_ops": ("AuthorizedOperations",),
+    "kafka.include_cluster_authorized_ops": ("IncludeClusterAuthorizedOperations",),
+    "kafka.include_topic_authorized_ops": ("IncludeTopicAuthorizedOperations",),
+    "kafka.include_group_authorized_ops": ("IncludeAuthorizedOperations",),
+    "kafka.election_type": ("ElectionType",),
+    # inside record batches and legacy message sets, by the names -V gives them
+    "kafka.message_key": ("key",), "kafka.message_value": ("value",),
+    "kafka.header_key": ("headerKey",), "kafka.header_value": ("headerValue",),
+    "kafka.message_timestamp": ("timestamp",),
+    "kafka.batch_codec": ("compression",), "kafka.message_codec": ("compression",),
+    "kafka.batch_timestamp_type": ("timestampType",), "kafka.message_timestamp_type": ("timestampType",),
+    "kafka.batch_transactional": ("isTransactional",), "kafka.batch_control_batch": ("isControl",),
+    "kafka.batch_last_offset_delta": ("lastOffsetDelta",),
+    "kafka.batch_first_timestamp": ("baseTimestamp",), "kafka.batch_last_timestamp": ("maxTimestamp",),
+    "kafka.batch_base_sequence": ("baseSequence",), "kafka.batch_size": ("batchLength",),
+    "kafka.batch_crc": ("crc",), "kafka.message_crc": ("crc",), "kafka.message_magic": ("magic",),
 }  # fmt: skip
 
 
@@ -254,6 +337,9 @@ class SchemaIndex:
     types: dict[str, set[str]]  # name -> Kafka type texts ("int32", "[]TopicResponse")
     children: dict[str, set[str]]  # name -> names of the fields of its struct
     apis: dict[str, set[int]]  # name -> API keys whose bodies have it
+    # name -> every spelling of it that differs only in case (Kafka's own CreateTopics
+    # writes `timeoutMs` where every other message writes `TimeoutMs`); definitions only
+    spellings: dict[str, set[str]]
 
     def kinds(self, name: str) -> set[str]:
         return {value_kind(text) for text in self.types.get(name, ())}
@@ -270,10 +356,17 @@ def value_kind(type_text: str) -> str:
 
 @cache
 def schema_index() -> SchemaIndex:
-    index = SchemaIndex({}, {}, {})
-    for spec in load_definitions():
-        if spec.api_key is not None:
-            _index_fields(index, spec, spec.fields, parent=None, seen=frozenset())
+    """Every field of every source in use (the operator's --schemas, kafka-python's, ours):
+    a message decodes with whichever source has its version, so a filter may name any."""
+    index = SchemaIndex({}, {}, {}, {})
+    for source in active_sources():
+        for spec in load_definitions(source):
+            if spec.api_key is not None:
+                _index_fields(index, spec, spec.fields, parent=None, seen=frozenset())
+    folded: dict[str, set[str]] = {}
+    for name in index.types:
+        folded.setdefault(name.casefold(), set()).add(name)
+    index.spellings = {name: names for names in folded.values() if len(names) > 1 for name in names}
     for name, (type_text, parents) in GENERATED_FIELDS.items():
         index.types.setdefault(name, set()).add(type_text)
         for parent in parents:
@@ -286,6 +379,9 @@ def schema_index() -> SchemaIndex:
     for parent, names in _RECORD_CHILDREN.items():
         index.children.setdefault(parent, set()).update(names)
     return index
+
+
+on_sources_change(schema_index.cache_clear)  # other definitions, other field names
 
 
 def _index_fields(index: SchemaIndex, spec: MessageSpec, fields: tuple[FieldSpec, ...],

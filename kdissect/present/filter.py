@@ -156,14 +156,25 @@ def resolve(name: str) -> Field:
     problem = _path_problem(path)
     if problem:
         raise FilterError(problem)
-    return _body_field(name, (path,))
+    return _body_field(name, _spellings(path))
 
 
 def _alias_field(name: str, texts: tuple[str, ...]) -> Field:
-    paths = tuple(path for path in map(_parse_path, texts) if not _path_problem(path))
+    paths = tuple(p for path in map(_parse_path, texts) if not _path_problem(path) for p in _spellings(path))
     if not paths:  # no loaded definition has it yet: it never matches, but it is not a typo
         return Field(name, frozenset({NUMBER, STRING}), "absent", paths=(_parse_path(texts[0]),))
     return _body_field(name, paths)
+
+
+def _spellings(path: Path) -> tuple[Path, ...]:
+    """A valid path under every spelling the definitions give its names, so that
+    `TimeoutMs` also finds CreateTopics' `timeoutMs`; the path as written comes first."""
+    spellings = schema_index().spellings
+    if not any(step.name in spellings for step in path):
+        return (path,)
+    options = [[step, *(Step(other, step.index, step.brackets) for other in sorted(spellings.get(step.name, ()))
+                        if other != step.name)] for step in path]
+    return tuple(p for p in itertools.product(*options) if p == path or not _path_problem(p))
 
 
 def _body_field(name: str, paths: tuple[Path, ...]) -> Field:
