@@ -285,8 +285,10 @@ class Statistics:
 
     def _top_lines(self) -> list[str]:
         shown = len(self.slowest)
+        plural = "" if shown == 1 else "s"
         lines = _title(f"Slowest {self.top} exchanges" if shown == self.top
-                       else f"Slowest {self.top} exchanges: the {shown} there are")
+                       else f"All {shown} answered exchange{plural}, slowest first"
+                            f" (fewer than --top {self.top})")
         lines += [slow_line(item.message) for item in sorted(self.slowest, reverse=True)]
         return lines if self.slowest else [*lines, "(no answered requests among the messages shown)"]
 
