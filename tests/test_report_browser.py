@@ -119,6 +119,7 @@ def test_report_of_the_incident_in_chromium(browser, tmp_path, shots):
     sidecar = json.loads((CAPTURES / "incident.json").read_text())
     page = Page(browser, path, shots)
     page.shot("report-findings")
+    assert page.page.locator("#findings").is_visible()  # something was found: the page opens on it
     # a finding's link leads to its message, selected in the packet browser
     link = page.page.locator("#findings a.msg-link").first
     number = int(link.inner_text().lstrip("#"))
@@ -229,6 +230,8 @@ def test_a_capture_without_kafka_makes_a_page_without_errors(browser, tmp_path, 
     empty.write_bytes(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
     _, path = write_report(empty, tmp_path / "empty.html")
     page = Page(browser, path, shots)
+    # nothing found: the page opens on its overview, not on an empty findings list
+    assert page.page.locator("#overview").is_visible() and not page.page.locator("#findings").is_visible()
     assert "No findings." in page.page.locator("#findings").inner_text()
     page.page.click("nav a[data-tab=packets]")
     assert page.page.locator("#kd-count").inner_text() == "0 messages"

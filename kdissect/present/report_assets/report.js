@@ -36,7 +36,9 @@
     const hash = location.hash.slice(1);
     const wanted = /^m(\d+)$/.exec(hash);
     if (wanted) { showTab("packets"); selectNumber(Number(wanted[1])); return; }
-    showTab(document.getElementById(hash) ? hash : "findings");
+    // with nothing found, the overview says more than an empty findings list
+    const first = document.querySelector("#findings table.findings") ? "findings" : "overview";
+    showTab(document.getElementById(hash) ? hash : first);
   }
   window.addEventListener("hashchange", route);
 
