@@ -170,6 +170,9 @@ EXPERT_IDS: tuple[ExpertId, ...] = (
              "a string that is not valid UTF-8 (shown with replacements)"),
     ExpertId("kafka.tags_unordered", Severity.NOTE, Group.PROTOCOL,
              "tagged fields not in ascending tag order"),
+    ExpertId("kafka.client_quirk", Severity.NOTE, Group.PROTOCOL,
+             "a known client's departure from the protocol that brokers accept (librdkafka's "
+             "API-key array after an ApiVersions v0 request)"),
     ExpertId("kafka.version_unpublished", Severity.NOTE, Group.PROTOCOL,
              "an API version outside the range Kafka publishes for that API"),
     ExpertId("kafka.version_newer", Severity.WARN, Group.ASSUMPTION,

@@ -269,3 +269,21 @@ def test_mutated_frames_never_raise_and_always_tile(which: int, data: Any) -> No
     damaged = bytes(mutated[:cut])
     tree = dissect_request(damaged) if which != 1 else dissect_response(damaged, 55, 2)
     assert_sound(tree, damaged)
+
+
+@pytest.mark.parametrize(("version", "after", "named"), [
+    (0, bytes(4), True),  # librdkafka's empty API-key array: named, a note
+    (0, b"\x00\x00\x00\x01", False),  # a count that is not 0: not that quirk
+    (0, bytes(3), False),
+    (0, bytes(5), False),
+    (1, bytes(4), False),  # only v0 has it
+])
+def test_only_librdkafkas_exact_quirk_escapes_the_trailing_bytes_error(version: int, after: bytes, named: bool):
+    client = b"rdkafka"
+    payload = struct.pack(">hhih", 18, version, 7, len(client)) + client + after
+    tree = dissect_request(struct.pack(">i", len(payload)) + payload)
+    assert tree.tiling_errors() == []
+    last = tree.children[-1]
+    assert last.name == ("draft_api_keys" if named else "trailing_bytes")
+    assert [n.id for n in tree.all_notes()] == (["kafka.client_quirk"] if named else ["kafka.trailing_bytes"])
+    assert [n.severity for n in tree.all_notes()] == ([Severity.NOTE] if named else [Severity.ERROR])

@@ -62,7 +62,7 @@ def _message(data: bytes, kind: str, api_key: int | None, version: int | None, h
     root.children.append(header)
     if complete:
         root.children.append(_body(data, header.end, limit, end, kind, api_key, version))
-        _after_body(root, data, limit)
+        _after_body(root, data, limit, kind, api_key, version)
     if len(data) > end:
         root.children.append(_beyond_frame(data, end))
     return root
@@ -160,10 +160,28 @@ def _raw_body(data: bytes, pos: int, limit: int, name: str, about: str, problem:
     return body
 
 
-def _after_body(root: Node, data: bytes, limit: int) -> None:
+# librdkafka writes an int32 0 after the empty body of its ApiVersions v0 requests: the empty
+# array of API keys ("every API") of an early draft of KIP-35. Brokers ignore it; tshark calls
+# the message malformed. It is named here, with a note, so that it is not counted as damage.
+_DRAFT_API_KEYS = b"\x00\x00\x00\x00"
+
+
+def _after_body(root: Node, data: bytes, limit: int, kind: str, api_key: int | None, version: int | None) -> None:
     body = root.children[-1]
-    if body.end < limit:
+    if body.end >= limit:
+        return
+    if (kind, api_key, version) == ("request", 18, 0) and data[body.end:limit] == _DRAFT_API_KEYS:
+        root.children.append(_draft_api_keys(body.end))
+    else:
         root.children.append(trailing_node(data, body.end, limit, "the message body"))
+
+
+def _draft_api_keys(pos: int) -> Node:
+    about = "an empty array of API keys (every API), from an early draft of KIP-35; brokers ignore it"
+    node = Node("draft_api_keys", "int32", 0, "0 (empty array)", pos, 4, about)
+    node.notes.append(note("librdkafka's draft API-key array after the body (brokers ignore it)", pos,
+                           "kafka.client_quirk"))
+    return node
 
 
 def _beyond_frame(data: bytes, end: int) -> Node:
