@@ -28,6 +28,7 @@ from kdissect.spool import Ring, SpooledOutput, number_text, read_all
 
 if TYPE_CHECKING:
     from kdissect.present.changes import ChangeMarker
+    from kdissect.present.field_output import FieldColumns
 
 Prepare = Callable[[Message], Any]
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -43,6 +44,7 @@ examples:
   kdissect -Y 'Topics[].Partitions[].LeaderId == -1' capture.pcap
   kdissect --port 19092 capture.pcap         also treat port 19092 as Kafka
   kdissect -T jsonl capture.pcap | jq .api_name
+  kdissect -T fields -e frame.number -e api_name -e kafka.topic_name capture.pcap
   kdissect --stats capture.pcap              per-API, client, topic and connection statistics
   kdissect --interval 10s capture.pcap       requests, errors and p99 latency per 10 s
   kdissect --top 10 capture.pcap             the ten slowest exchanges
@@ -99,9 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
         "partitions, ...); mark a leader change or an epoch bump against the previous response "
         "of the connection; decodes the bodies, so it is slower")
     add("-x", "--hex", action="store_true", help="print a hex dump of each message's bytes")
-    add("-T", "--output", choices=("text", "json", "jsonl"), default="text",
+    add("-T", "--output", choices=("text", "json", "jsonl", "fields"), default="text",
         help="output format: text (default), json (one array; one object with --stats), "
-        "jsonl (one object per line)")
+        "jsonl (one object per line), fields (the -e fields of each message, one row each)")
+    add("-e", dest="columns", action="append", metavar="FIELD",
+        help="with -T fields: a column, by any name -Y takes (frame.number, api_name, "
+        "latency_ms, kafka.topic_name, ErrorCode, Topics[].Partitions[].LeaderId, ...); repeatable")
+    add("-E", dest="column_options", action="append", default=[], metavar="OPTION",
+        help="with -T fields, as tshark: header=y|n, separator=/t|/s|CHAR, occurrence=f|l|a, "
+        "aggregator=,|/s|CHAR, quote=d|s|n; repeatable")
     add("--port", type=_port, action="append", default=[], metavar="N",
         help=f"treat TCP port N as Kafka (repeatable; {', '.join(map(str, DEFAULT_PORTS))} always is)")
     add("--no-detect", action="store_true",
@@ -219,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     if not args.files:
         parser.error("the following arguments are required: FILE")
+    _check_fields_output(parser, args)
     _tolerant_stdout()
     keep: Callable[[Message], bool] = _every
     if args.filter is not None and not args.filter.strip():  # -Y '' or -Y ' ': no filter, as tshark
@@ -230,6 +239,20 @@ def main(argv: list[str] | None = None) -> int:
             keep = selector(args.api, args.filter, start=_ORIGIN.start)
         except FilterError as exc:  # one line, as tshark says a filter is not valid
             _warn(f"-Y: {exc}")
+            return EXIT_USAGE
+    if args.output == "fields":
+        from kdissect.present.field_output import FieldColumns, parse_format
+        from kdissect.present.filter import FilterError
+
+        try:
+            form = parse_format(args.column_options)
+        except FilterError as exc:
+            _warn(f"-E: {exc}")
+            return EXIT_USAGE
+        try:
+            args.columns = FieldColumns(args.columns, form, _ORIGIN.start_ns)
+        except FilterError as exc:
+            _warn(f"-e: {exc}")
             return EXIT_USAGE
     if args.tls_keylog:  # read once for every capture; cryptography is imported only now
         from kdissect.ingest.tls import KeyLogError, load_keylog
@@ -273,6 +296,20 @@ def _internal_error(exc: Exception) -> int:
 
 def _every(_message: Message) -> bool:
     return True
+
+
+def _check_fields_output(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """-T fields, -e and -E go together, and only with the message list."""
+    if args.output != "fields":
+        if args.columns or args.column_options:
+            parser.error(f"{'-e' if args.columns else '-E'} needs -T fields")
+        return
+    if not args.columns:
+        parser.error("-T fields needs at least one -e FIELD (e.g. -e frame.number -e api_name)")
+    other = [option for option, given in (("--stats", args.stats), ("--interval", args.interval),
+                                          ("--top", args.top), ("--export", args.export)) if given]
+    if other:
+        parser.error(f"-T fields lists messages; it does not combine with {other[0]}")
 
 
 def _definitions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -353,6 +390,9 @@ class _Origin:
 
     def start(self) -> float | None:
         return None if self.clock is None else self.clock.start
+
+    def start_ns(self) -> int | None:
+        return None if self.clock is None else self.clock.start_ns
 
 
 _ORIGIN = _Origin()
@@ -576,6 +616,8 @@ class _ProblemReporter:
 def _make_sink(args: argparse.Namespace) -> _Sink:
     if args.stats or args.interval or args.top:
         return _StatsSink(args)
+    if args.output == "fields":
+        return _FieldsSink(sys.stdout, args.columns)
     if args.output == "json":
         return _JsonSink(sys.stdout, array=True, about=args.about, args=args)
     if args.output == "jsonl":
@@ -1049,6 +1091,32 @@ class _JsonSink(_Sink):
             self._write_chunks()
         if self.array:
             self.out.write("[]\n" if self.first else "\n]\n")
+
+
+class _FieldsSink(_Sink):
+    """-T fields: one row of the -e fields per message, tshark's -T fields."""
+
+    def __init__(self, out: IO[str], columns: FieldColumns) -> None:
+        self.out, self.columns = out, columns
+        self.rows: list[str] = []
+        self.begun = False
+
+    def begin(self, clock: CaptureClock) -> None:
+        if not self.begun and self.columns.form.header:
+            self.out.write(self.columns.header() + "\n")
+        self.begun = True
+
+    def write(self, message: Message, prepared: Any = None) -> None:
+        self.rows.append(self.columns.row(message))
+        if self.prompt or len(self.rows) >= SUMMARY_BATCH:
+            self.flush(through=self.prompt)
+
+    def flush(self, *, through: bool = False) -> None:
+        if self.rows:
+            self.out.write("\n".join(self.rows) + "\n")
+            self.rows.clear()
+        if through:
+            self.out.flush()
 
 
 class _StatsSink(_Sink):

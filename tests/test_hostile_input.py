@@ -44,6 +44,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from kdissect.cli import main
+from kdissect.decode.tree import printable
 from kdissect.notes import Note, Severity
 from kdissect.pipeline import read_messages
 from kdissect.present.analysis import read_pcap
@@ -114,7 +115,8 @@ def test_strings_from_the_wire_are_never_executed_or_used_as_paths(tmp_path: Pat
     talk.send(False, producers_response(7, HOSTILE_TOPICS))
     (work / "hostile.pcap").write_bytes(capture(talk))
     outputs = [kdissect(work, *options, "hostile.pcap").stdout
-               for options in ([], ["-V", "-x", "-i"], ["--stats"], ["-T", "json"])]
+               for options in ([], ["-V", "-x", "-i"], ["--stats"], ["-T", "json"],
+                               ["-T", "fields", "-e", "client_id", "-e", "Name"])]
     kdissect(work, "--export", "csv", "--format", "csv", "hostile.pcap")
     kdissect(work, "--export", "parquet", "hostile.pcap")
     tables = {"messages", "exchanges", "fields", "records", "batches", "topic_partitions",
@@ -125,9 +127,12 @@ def test_strings_from_the_wire_are_never_executed_or_used_as_paths(tmp_path: Pat
         *(f"parquet/{t}{part}" for t in tables
           for part in ("", "/capture=hostile.pcap", "/capture=hostile.pcap/part.0.parquet"))}
     assert not [p for p in tmp_path.parent.rglob("pwned*")]  # nothing ran, nothing was written
-    for text in outputs:
+    for text in outputs[:4]:
         assert all(line.isprintable() for line in text.splitlines())
     assert "\\x1b[2J" in outputs[0] and "%s%n%x{0}{1!r}" in outputs[1] and "\\u202eevil.txt" in outputs[1]
+    rows = [line.split("\t") for line in outputs[4].splitlines()]  # one row per message, whatever the names
+    assert rows[0][0] == printable(HOSTILE_CLIENT_ID) and rows[1][1] == ",".join(map(printable, HOSTILE_TOPICS))
+    assert len(rows) == 2 and all(cell.isprintable() for row in rows for cell in row)  # tabs only between
     decoded = json.loads(outputs[3])
     assert decoded[0]["client_id"] == HOSTILE_CLIENT_ID  # escaped for the terminal, not lost
     topics = decoded[1]["tree"]["children"][2]["children"][1]  # response body, Topics

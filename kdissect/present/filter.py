@@ -132,7 +132,7 @@ class Field:
     def costly(self) -> bool:
         return bool(self.paths) or (self.column is not None and self.column.costly)
 
-    def values(self, context: _Context) -> Iterator[Any]:
+    def values(self, context: FieldContext) -> Iterator[Any]:
         if self.column is not None:
             start = context.start() if self.column.relative else 0.0
             for value in self.column.read(context.message):
@@ -230,8 +230,9 @@ def _unknown(name: str) -> str:
 # -- evaluation --------------------------------------------------------------------
 
 
-class _Context:
-    """One message being filtered; its body is decoded at most once, and only if asked."""
+class FieldContext:
+    """One message being filtered, or its fields read (`-T fields`); its body is decoded at
+    most once, and only if asked. `start` gives the capture's start, for relative times."""
 
     __slots__ = ("_body", "_decoded", "message", "start")
 
@@ -254,7 +255,7 @@ class _Context:
 class Node:
     """A compiled part of the filter: a test and whether it may decode the body."""
 
-    test: Callable[[_Context], bool]
+    test: Callable[[FieldContext], bool]
     costly: bool
 
 
@@ -282,7 +283,7 @@ def compile_filter(expression: str, start: Callable[[], float | None] | None = N
     def predicate(message: Message) -> bool:
         if not first:
             first.append(message.time)
-        return test(_Context(message, origin))
+        return test(FieldContext(message, origin))
 
     return predicate
 
@@ -466,7 +467,7 @@ def _compare_fields(left: Field, compare: Callable[[Any, Any], bool], right: Fie
         raise FilterError(f"cannot compare field {left.name!r} ({left.label}) with field "
                           f"{right.name!r} ({right.label}): different types")
 
-    def test(context: _Context) -> bool:
+    def test(context: FieldContext) -> bool:
         others = [v for v in right.values(context) if _kind_of(v) in common]
         return any(compare(a, b) for a in left.values(context) if _kind_of(a) in common for b in others)
 

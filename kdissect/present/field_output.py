@@ -1,0 +1,140 @@
+"""`-T fields -e NAME`: chosen fields of each message as columns, as tshark prints them.
+
+Any name a display filter takes may be a column: message columns (`number`, `latency_ms`,
+`client_id`), addresses (`ip.src`, `tcp.port`), Wireshark's `kafka.*` names and every body
+field by name or path (`ErrorCode`, `Topics[].Partitions[].LeaderId`, `key`). A field with
+several values in one message gives them all, joined by the aggregator (`-E occurrence=f`
+keeps the first, `l` the last). Values are written as tshark writes them (booleans 1 and
+0, bytes in hex, times with nanoseconds) and strings from the wire with every control
+character escaped, so a value never breaks its row or its column.
+
+    kdissect -T fields -e frame.number -e api_name -e kafka.topic_name -E header=y capture.pcap
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kdissect.decode.tree import printable
+from kdissect.pair.message import Message
+from kdissect.present.fields import STRUCT
+from kdissect.present.filter import Field, FieldContext, FilterError, resolve
+
+_ABSOLUTE = frozenset({"time", "frame.time_epoch"})
+_TIMES = _ABSOLUTE | {"time_relative", "frame.time_relative"}
+_SEPARATORS = {"/t": "\t", "/s": " "}
+OPTIONS = "header=y|n, separator=/t|/s|CHAR, occurrence=f|l|a, aggregator=,|/s|CHAR, quote=d|s|n"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldsFormat:
+    """How the columns are written (tshark's -E options, with its defaults)."""
+
+    header: bool = False
+    separator: str = "\t"
+    occurrence: str = "a"  # a: all values, f: the first, l: the last
+    aggregator: str = ","
+    quote: str = ""  # "", '"' or "'"
+
+
+def parse_format(options: list[str]) -> FieldsFormat:
+    """tshark's `-E name=value` options; FilterError names a bad one."""
+    values: dict[str, Any] = {}
+    for option in options:
+        name, equals, value = option.partition("=")
+        name, value = name.strip(), value.strip()
+        if not equals or not value:
+            raise FilterError(f"{option!r} is not name=value ({OPTIONS})")
+        if name == "header" and value in ("y", "n"):
+            values["header"] = value == "y"
+        elif name in ("separator", "aggregator") and (value in _SEPARATORS or len(value) == 1):
+            values[name] = _SEPARATORS.get(value, value)
+        elif name == "occurrence" and value in ("f", "l", "a"):
+            values["occurrence"] = value
+        elif name == "quote" and value in ("d", "s", "n"):
+            values["quote"] = {"d": '"', "s": "'", "n": ""}[value]
+        else:
+            raise FilterError(f"{option!r}: not an option kdissect knows ({OPTIONS})")
+    return FieldsFormat(**values)
+
+
+class FieldColumns:
+    """Turns each message into one row of the chosen fields. `start_ns` gives the time of
+    the capture's first packet (None before it is known), which relative times count from."""
+
+    def __init__(self, names: list[str], form: FieldsFormat, start_ns: Callable[[], int | None]) -> None:
+        self.names = names
+        self.form = form
+        self.fields = [_column_field(name) for name in names]
+        self._start_ns = start_ns
+        self._first_ns: int | None = None
+
+    def header(self) -> str:
+        return self.form.separator.join(self._quoted(printable(name)) for name in self.names)
+
+    def row(self, message: Message) -> str:
+        if self._first_ns is None:
+            self._first_ns = message.time_ns
+        context = FieldContext(message, self._origin)
+        return self.form.separator.join(self._cell(field, context) for field in self.fields)
+
+    def _origin_ns(self) -> int:
+        known = self._start_ns()
+        return known if known is not None else self._first_ns or 0
+
+    def _origin(self) -> float:
+        return self._origin_ns() / 1e9
+
+    def _cell(self, field: Field, context: FieldContext) -> str:
+        if field.name in _TIMES:  # exact to the nanosecond, as tshark writes frame times
+            at = context.message.time_ns
+            return self._quoted(_seconds(at if field.name in _ABSOLUTE else at - self._origin_ns()))
+        values = [text for text in (_text(v) for v in field.values(context)) if text is not None]
+        if not values:
+            return ""
+        occurrence = self.form.occurrence
+        if occurrence != "a":
+            values = [values[0] if occurrence == "f" else values[-1]]
+        return self._quoted(self.form.aggregator.join(values))
+
+    def _quoted(self, text: str) -> str:
+        quote = self.form.quote
+        if not quote:
+            return text
+        return quote + text.replace("\\", "\\\\").replace(quote, "\\" + quote) + quote
+
+
+def _column_field(name: str) -> Field:
+    field = resolve(name)
+    if field.kinds == {STRUCT}:
+        raise FilterError(f"field {name!r} is a struct or an array of structs; name one of its "
+                          "fields (kdissect -V shows them)")
+    return field
+
+
+def _seconds(nanoseconds: int) -> str:
+    sign = "-" if nanoseconds < 0 else ""
+    whole, part = divmod(abs(nanoseconds), 1_000_000_000)
+    return f"{sign}{whole}.{part:09d}"
+
+
+def _text(value: Any) -> str | None:
+    """One value as tshark writes it; None for what is not a value (a struct)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.6f}"
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, (dict, list)):
+        return None
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return printable(str(value))  # addresses, generated values
