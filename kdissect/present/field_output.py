@@ -22,6 +22,7 @@ from kdissect.decode.tree import printable
 from kdissect.pair.message import Message
 from kdissect.present.fields import STRUCT
 from kdissect.present.filter import Field, FieldContext, FilterError, resolve
+from kdissect.present.records import CaptureTime
 
 _ABSOLUTE = frozenset({"time", "frame.time_epoch"})
 _TIMES = _ABSOLUTE | {"time_relative", "frame.time_relative"}
@@ -91,7 +92,7 @@ class FieldColumns:
     def _cell(self, field: Field, context: FieldContext) -> str:
         if field.name in _TIMES:  # exact to the nanosecond, as tshark writes frame times
             at = context.message.time_ns
-            return self._quoted(_seconds(at if field.name in _ABSOLUTE else at - self._origin_ns()))
+            return self._quoted(CaptureTime(at if field.name in _ABSOLUTE else at - self._origin_ns()).exact())
         values = [text for text in (_text(v) for v in field.values(context)) if text is not None]
         if not values:
             return ""
@@ -113,12 +114,6 @@ def _column_field(name: str) -> Field:
         raise FilterError(f"field {name!r} is a struct or an array of structs; name one of its "
                           "fields (kdissect -V shows them)")
     return field
-
-
-def _seconds(nanoseconds: int) -> str:
-    sign = "-" if nanoseconds < 0 else ""
-    whole, part = divmod(abs(nanoseconds), 1_000_000_000)
-    return f"{sign}{whole}.{part:09d}"
 
 
 def _text(value: Any) -> str | None:
