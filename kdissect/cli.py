@@ -1100,6 +1100,10 @@ class _FieldsSink(_Sink):
         self.out, self.columns = out, columns
         self.rows: list[str] = []
         self.begun = False
+        if columns.reads_bodies:  # with --jobs, bodies are read on the workers
+            from kdissect.present.field_output import BodyCells
+
+            self.prepare = BodyCells(columns.names, columns.form)
 
     def begin(self, clock: CaptureClock) -> None:
         if not self.begun and self.columns.form.header:
@@ -1107,7 +1111,7 @@ class _FieldsSink(_Sink):
         self.begun = True
 
     def write(self, message: Message, prepared: Any = None) -> None:
-        self.rows.append(self.columns.row(message))
+        self.rows.append(self.columns.row(message, prepared))
         if self.prompt or len(self.rows) >= SUMMARY_BATCH:
             self.flush(through=self.prompt)
 

@@ -86,10 +86,63 @@ def test_occurrence_aggregator_quote_and_header():
     assert quoted == ['"frame.number","Topics[].Name"', f'"32","{every}"']
 
 
-def test_jobs_do_not_change_the_columns():
-    columns = ["number", "frame", "time_relative", "api_name", "latency_ms", "ErrorCode", "kafka.topic_name"]
-    path = str(CAPTURES / "incident.pcap")
+@pytest.mark.parametrize(("name", "columns"), [
+    ("incident.pcap", ["number", "frame", "time_relative", "api_name", "latency_ms", "ErrorCode", "kafka.topic_name"]),
+    ("tansu_records.pcap", ["number", "stream", "kafka.topic_name", "key", "kafka.error", "notes"]),
+])
+def test_jobs_do_not_change_the_columns(name: str, columns: list[str]):
+    """With --jobs the workers make the body columns and the parent the rest: the same rows."""
+    path = str(CAPTURES / name)
     assert kdissect(*options(columns), "-j", "2", path) == kdissect(*options(columns), "-j", "1", path) != ""
+
+
+# Columns of Produce and Fetch bodies outside their record batches, and of other APIs.
+OUTSIDE_RECORDS = ["kafka.topic_name", "kafka.partition_id", "kafka.error", "ErrorCode", "Acks", "TimeoutMs",
+                   "HighWatermark", "LogStartOffset", "ProducerId", "Topics[].Partitions[].Index"]
+
+
+def reading_captures() -> list[Path]:
+    found = sorted(CAPTURES.glob("*.pcap"))
+    if PUBLIC_CAPTURES.is_dir():
+        found += [PUBLIC_CAPTURES / name for name in ("deepflow_00-produce-v9.pcap", "deepflow_01-fetch-v12-ok.pcap",
+                                                       "ndpi_kafka.pcapng", "arkime_kafka.pcap")]
+    return found
+
+
+@pytest.mark.parametrize("columns", [OUTSIDE_RECORDS, ["kafka.topic_name", "key", "value", "ErrorCode"]])
+def test_bodies_read_as_the_columns_need_give_what_the_tree_gives(columns: list[str], monkeypatch):
+    """Columns (and filters) that reach no record batch read Produce and Fetch bodies from
+    flat values, not the tree, and index only the names they start with: the values are
+    those of the whole tree, on every shipped capture and the third-party data-plane ones."""
+    from kdissect.pair.message import Message
+    from kdissect.pipeline import read_messages
+    from kdissect.present.filter import BodyReading, FieldContext, resolve
+
+    fields = [resolve(name) for name in columns]
+    reading = BodyReading.of(fields)
+    assert reading.into_records == ("key" in columns) and reading.names is not None
+    trees: list[int] = []
+    tree = Message.tree
+
+    def counted(message: Message, *, keep: bool = True):
+        trees.append(message.api_key)
+        return tree(message, keep=keep)
+
+    compared = data_plane = 0
+    for path in reading_captures():
+        for message in read_messages(str(path)):
+            monkeypatch.setattr(Message, "tree", counted)
+            needed = [list(field.values(FieldContext(message, lambda: 0.0, reading))) for field in fields]
+            monkeypatch.setattr(Message, "tree", tree)
+            whole = [list(field.values(FieldContext(message, lambda: 0.0))) for field in fields]
+            assert needed == whole, (path.name, message.number)
+            compared += any(needed)
+            data_plane += message.api_key in (0, 1) and any(needed)
+    assert compared > 100 and data_plane > 20
+    if reading.into_records:
+        assert {0, 1} <= set(trees)  # records are in the tree only
+    else:
+        assert not {0, 1} & set(trees)
 
 
 @pytest.mark.parametrize(("args", "says"), [

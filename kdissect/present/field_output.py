@@ -21,7 +21,7 @@ from typing import Any
 from kdissect.decode.tree import printable
 from kdissect.pair.message import Message
 from kdissect.present.fields import STRUCT
-from kdissect.present.filter import Field, FieldContext, FilterError, resolve
+from kdissect.present.filter import BodyReading, Field, FieldContext, FilterError, resolve
 from kdissect.present.records import CaptureTime
 
 _ABSOLUTE = frozenset({"time", "frame.time_epoch"})
@@ -70,17 +70,33 @@ class FieldColumns:
         self.names = names
         self.form = form
         self.fields = [_column_field(name) for name in names]
+        self._reading = BodyReading.of(self.fields)  # every column from one index of the body
         self._start_ns = start_ns
         self._first_ns: int | None = None
 
     def header(self) -> str:
         return self.form.separator.join(self._quoted(printable(name)) for name in self.names)
 
-    def row(self, message: Message) -> str:
+    def row(self, message: Message, body_cells: tuple[str | None, ...] | None = None) -> str:
+        """The message's row; `body_cells`, where given, are those `body_cells` made (on a
+        worker process), and only the other columns are read here."""
         if self._first_ns is None:
             self._first_ns = message.time_ns
-        context = FieldContext(message, self._origin)
-        return self.form.separator.join(self._cell(field, context) for field in self.fields)
+        context = FieldContext(message, self._origin, self._reading)
+        if body_cells is None:
+            return self.form.separator.join(self._cell(field, context) for field in self.fields)
+        return self.form.separator.join(self._cell(field, context) if made is None else made
+                                        for field, made in zip(self.fields, body_cells, strict=True))
+
+    def body_cells(self, message: Message) -> tuple[str | None, ...]:
+        """The cells of the columns read from the message's body (None for the others): what
+        depends only on the message and its request, not on the rest of the capture."""
+        context = FieldContext(message, self._origin, self._reading)
+        return tuple(self._cell(field, context) if field.paths else None for field in self.fields)
+
+    @property
+    def reads_bodies(self) -> bool:
+        return any(field.paths for field in self.fields)
 
     def _origin_ns(self) -> int:
         known = self._start_ns()
@@ -106,6 +122,33 @@ class FieldColumns:
         if not quote:
             return text
         return quote + text.replace("\\", "\\\\").replace(quote, "\\" + quote) + quote
+
+
+class BodyCells:
+    """`-T fields` with `--jobs`: each worker process makes the cells of the columns read from
+    bodies (the decoding, the costly part: `FieldColumns.body_cells`); the parent makes the
+    others, which depend on the whole capture (message and stream numbers, relative times,
+    the notes pairing in capture order adds). Picklable: the fields are resolved again where
+    it runs, from the same definitions."""
+
+    warm_up = True  # the first bodies' decoders made once, before the workers fork
+    preload = ("kdissect.decode.values",)
+
+    def __init__(self, names: list[str], form: FieldsFormat) -> None:
+        self.names, self.form = names, form
+        self._columns: FieldColumns | None = None
+
+    def __getstate__(self) -> tuple[list[str], FieldsFormat]:
+        return self.names, self.form
+
+    def __setstate__(self, state: tuple[list[str], FieldsFormat]) -> None:
+        self.names, self.form = state
+        self._columns = None
+
+    def __call__(self, message: Message) -> tuple[str | None, ...]:
+        if self._columns is None:
+            self._columns = FieldColumns(self.names, self.form, lambda: None)
+        return self._columns.body_cells(message)
 
 
 def _column_field(name: str) -> Field:

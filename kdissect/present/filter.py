@@ -48,6 +48,7 @@ from kdissect.present.fields import (
     Path,
     Step,
     body_fields,
+    reaches_records,
     schema_index,
     value_kind,
 )
@@ -230,15 +231,32 @@ def _unknown(name: str) -> str:
 # -- evaluation --------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class BodyReading:
+    """What the fields of a filter or of `-T fields` ask of a body: the names their paths
+    start with (only those are indexed) and whether any path reaches into record batches
+    (when none does, a Produce or Fetch body is read from flat values, not its tree)."""
+
+    names: frozenset[str] | None = None  # None: any name
+    into_records: bool = True
+
+    @classmethod
+    def of(cls, fields: Iterable[Field]) -> BodyReading:
+        paths = [path for field in fields for path in field.paths]
+        return cls(frozenset(path[0].name for path in paths), any(map(reaches_records, paths)))
+
+
 class FieldContext:
     """One message being filtered, or its fields read (`-T fields`); its body is decoded at
-    most once, and only if asked. `start` gives the capture's start, for relative times."""
+    most once, and only if asked. `start` gives the capture's start, for relative times;
+    `reading` what the fields asked about will need of the body (by default, anything)."""
 
-    __slots__ = ("_body", "_decoded", "message", "start")
+    __slots__ = ("_body", "_decoded", "message", "reading", "start")
 
-    def __init__(self, message: Message, start: Callable[[], float]) -> None:
+    def __init__(self, message: Message, start: Callable[[], float], reading: BodyReading = BodyReading()) -> None:
         self.message = message
         self.start = start  # the capture's start, for relative times
+        self.reading = reading
         self._body: BodyFields | None = None
         self._decoded = False
 
@@ -247,7 +265,8 @@ class FieldContext:
             return None
         if not self._decoded:
             self._decoded = True
-            self._body = body_fields(self.message)
+            reading = self.reading
+            self._body = body_fields(self.message, into_records=reading.into_records, names=reading.names)
         return self._body
 
 
@@ -267,11 +286,13 @@ def compile_filter(expression: str, start: Callable[[], float | None] | None = N
     first message the predicate is asked about stands for it."""
     if len(expression) > MAX_FILTER_LENGTH:
         raise FilterError(f"filter of {len(expression)} characters; at most {MAX_FILTER_LENGTH}")
+    parser = _Parser(expression)
     try:
-        node = _Parser(expression).parse()
+        node = parser.parse()
     except RecursionError:
         raise FilterError("filter nested too deeply") from None
     test = node.test
+    reading = BodyReading.of(parser.fields)
     first: list[float] = []
 
     def origin() -> float:
@@ -283,7 +304,7 @@ def compile_filter(expression: str, start: Callable[[], float | None] | None = N
     def predicate(message: Message) -> bool:
         if not first:
             first.append(message.time)
-        return test(FieldContext(message, origin))
+        return test(FieldContext(message, origin, reading))
 
     return predicate
 
@@ -293,6 +314,7 @@ class _Parser:
         self.expression = expression
         self.tokens = tokenize(expression)
         self.position = 0
+        self.fields: list[Field] = []  # every field the filter names
 
     def parse(self) -> Node:
         if self.peek().kind == "end":
@@ -389,7 +411,9 @@ class _Parser:
         token = self.peek()
         if token.kind == "field":
             self.take()
-            return resolve(token.text)
+            field = resolve(token.text)
+            self.fields.append(field)
+            return field
         return self.literal()
 
     def literal(self) -> Literal:
