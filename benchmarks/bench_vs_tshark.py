@@ -8,6 +8,9 @@ For each capture (built by make_capture.py unless given), these jobs:
   tables   read_pcap(FILE): messages, exchanges and every per-API table, vs tshark -V
   full     kdissect -V FILE         vs  tshark -V   (tshark decodes none of the 75/61/55 bodies)
   jsonl    kdissect -T jsonl FILE   vs  tshark -T json
+  columns  kdissect -T fields -e ...  vs  tshark -Y kafka -T fields -e ... (the same five
+                                        names: three header fields, topic names, error codes)
+  filter   kdissect -Y EXPR FILE    vs  tshark -Y EXPR (a filter on body fields)
   fields   read_pcap(FILE).fields (one row per tree node) vs tshark -V, for its peak memory
 
 and, in one process, the rate of body decoding against kio's native reader on
@@ -51,6 +54,9 @@ from make_capture import build  # noqa: E402
 GNU_TIME = "/usr/bin/time"
 TSHARK_FIELDS = ["-e", "frame.number", "-e", "kafka.api_key", "-e", "kafka.api_version",
                  "-e", "kafka.correlation_id", "-e", "kafka.request_frame"]
+COLUMNS = [x for name in ("frame.number", "kafka.api_key", "kafka.correlation_id", "kafka.topic_name", "kafka.error")
+           for x in ("-e", name)]
+BODY_FILTER = 'kafka.topic_name == "orders"'
 FIELDS_TABLE = "import sys, kdissect; print(len(kdissect.read_pcap(sys.argv[1], jobs=1).fields))"
 API_TABLES = ("import sys, kdissect; from kdissect.present.tables import TABLES; "
               "c = kdissect.read_pcap(sys.argv[1], jobs=1); "
@@ -94,11 +100,15 @@ def jobs(kdissect: str, tshark: str, capture: Path) -> list[tuple[str, str, list
         ("verbose", "`-V` vs `tshark -V`", [*one, "-V", path], [tshark, "-r", path, "-V"]),
         ("jsonl", "`-T jsonl` vs `tshark -T json`", [*one, "-T", "jsonl", path],
          [tshark, "-r", path, "-T", "json"]),
+        ("columns", "`-T fields` vs `tshark -T fields`, five columns", [*one, "-T", "fields", *COLUMNS, path],
+         [tshark, "-r", path, "-Y", "kafka", "-T", "fields", *COLUMNS]),
+        ("filter", "`-Y` on body fields vs `tshark -Y`", [*one, "-Y", BODY_FILTER, path],
+         [tshark, "-r", path, "-Y", BODY_FILTER]),
         ("fields", MEMORY_JOB, [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
     ]
 
 
-JOB_KEYS = ("rate", "summary", "info", "tables", "verbose", "jsonl", "fields")  # "rate": decode_rate.py
+JOB_KEYS = ("rate", "summary", "info", "tables", "verbose", "jsonl", "columns", "filter", "fields")  # "rate": decode_rate.py
 
 
 MEMORY_JOB = "`fields` table vs `tshark -V`"  # measured for its peak memory: one run is enough

@@ -109,18 +109,22 @@ def reading_captures() -> list[Path]:
     return found
 
 
-@pytest.mark.parametrize("columns", [OUTSIDE_RECORDS, ["kafka.topic_name", "key", "value", "ErrorCode"]])
+@pytest.mark.parametrize("columns", [OUTSIDE_RECORDS, ["kafka.topic_name", "key", "value", "ErrorCode"],
+                                     ["kafka.topic_name", "Topics[].Name"]])
 def test_bodies_read_as_the_columns_need_give_what_the_tree_gives(columns: list[str], monkeypatch):
     """Columns (and filters) that reach no record batch read Produce and Fetch bodies from
     flat values, not the tree, and index only the names they start with: the values are
     those of the whole tree, on every shipped capture and the third-party data-plane ones."""
     from kdissect.pair.message import Message
     from kdissect.pipeline import read_messages
-    from kdissect.present.filter import BodyReading, FieldContext, resolve
+    from kdissect.present.fields import BodyReading
+    from kdissect.present.filter import FieldContext, resolve
 
     fields = [resolve(name) for name in columns]
-    reading = BodyReading.of(fields)
+    reading = BodyReading.of(path for field in fields for path in field.paths)
     assert reading.into_records == ("key" in columns) and reading.names is not None
+    # partitions are not walked for names that only topics have (nor, say, ErrorCode for them)
+    assert ("Partitions" in reading.skip) == ("ErrorCode" not in columns)
     trees: list[int] = []
     tree = Message.tree
 

@@ -284,9 +284,9 @@ def test_body_is_decoded_only_when_the_cheap_parts_pass(captures, monkeypatch):
     decoded: list[int] = []
     original = fields.body_fields
 
-    def counting(message: Message, **reading):
+    def counting(message: Message, *reading):
         decoded.append(message.number)
-        return original(message, **reading)
+        return original(message, *reading)
 
     monkeypatch.setattr("kdissect.present.filter.body_fields", counting)
     fresh = list(read_messages(QUORUM))

@@ -115,9 +115,9 @@ def _read_rows(message: Message, reading: ScopeWalk) -> Rows | None:
 
 def _tree_state(message: Message) -> State:
     # the filter fields, and the interpreter they read trees with, load only for such a body
-    from kdissect.present.fields import body_fields, scoped_structs
+    from kdissect.present.fields import BodyReading, body_fields, scoped_structs
 
-    body = body_fields(message, keep=True, into_records=False)
+    body = body_fields(message, BodyReading(into_records=False), keep=True)
     return {} if body is None else _state(scoped_structs(body))
 
 

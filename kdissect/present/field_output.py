@@ -20,8 +20,8 @@ from typing import Any
 
 from kdissect.decode.tree import printable
 from kdissect.pair.message import Message
-from kdissect.present.fields import STRUCT
-from kdissect.present.filter import BodyReading, Field, FieldContext, FilterError, resolve
+from kdissect.present.fields import STRUCT, BodyReading
+from kdissect.present.filter import Field, FieldContext, FilterError, resolve
 from kdissect.present.records import CaptureTime
 
 _ABSOLUTE = frozenset({"time", "frame.time_epoch"})
@@ -70,7 +70,7 @@ class FieldColumns:
         self.names = names
         self.form = form
         self.fields = [_column_field(name) for name in names]
-        self._reading = BodyReading.of(self.fields)  # every column from one index of the body
+        self._reading = BodyReading.of(path for field in self.fields for path in field.paths)  # every column from one index of the body
         self._start_ns = start_ns
         self._first_ns: int | None = None
 

@@ -419,22 +419,55 @@ class BodyFields(Protocol):
     def values(self, path: Path) -> Iterator[Any]: ...
 
 
-def reaches_records(path: Path) -> bool:
+@dataclass(frozen=True, slots=True)
+class BodyReading:
+    """What the fields of a filter or of `-T fields` ask of a body (by default, anything):
+    the names their paths start with (only those are indexed), whether a path reaches into
+    record batches (when none does, a Produce or Fetch body is read from flat values, not
+    its tree: several times faster), and the fields under which no name asked for can lie
+    (not walked: a DescribeTopicPartitions response's partitions, for a topic's name)."""
+
+    names: frozenset[str] | None = None  # None: any name
+    into_records: bool = True
+    skip: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, paths: Iterable[Path]) -> BodyReading:
+        paths = list(paths)
+        names = frozenset(path[0].name for path in paths)
+        return cls(names, any(map(_reaches_records, paths)), _leading_nowhere(names))
+
+
+EVERY_FIELD = BodyReading()  # what a reader that may ask for any field needs
+
+
+def _reaches_records(path: Path) -> bool:
     """Whether a path may name a record batch or something inside one, which only the tree
     holds (in flat values a batch is bytes)."""
     types = schema_index().types
     return any(step.name in RECORD_FIELDS or "records" in types.get(step.name, ()) for step in path)
 
 
-def body_fields(message: Message, *, keep: bool = False, into_records: bool = True,
-                names: frozenset[str] | None = None) -> BodyFields | None:
-    """The body of a message for filtering, decoded now (and kept only with `keep`) unless it was.
+def _leading_nowhere(names: frozenset[str]) -> frozenset[str]:
+    """The fields of any loaded definition under which none of `names` can lie (by name,
+    over every API: a name that leads to one anywhere is walked everywhere)."""
+    index = schema_index()
+    parents: dict[str, set[str]] = {}
+    for parent, children in index.children.items():
+        for child in children:
+            parents.setdefault(child, set()).add(parent)
+    leading, todo = set(), list(names)
+    while todo:
+        for parent in parents.get(todo.pop(), ()):
+            if parent not in leading:
+                leading.add(parent)
+                todo.append(parent)
+    return frozenset(index.children.keys() - leading)
 
-    `into_records=False` promises that no path asked for lies inside a record batch (see
-    `reaches_records`): then a Produce or Fetch body is read from flat values too, not from
-    its tree, several times faster. `names` promises that every path asked for starts with
-    one of them: only those are indexed.
-    """
+
+def body_fields(message: Message, reading: BodyReading = EVERY_FIELD, *, keep: bool = False) -> BodyFields | None:
+    """The body of a message for filtering, decoded now (and kept only with `keep`) unless
+    it was, read as `reading` says (the promises it makes of the paths asked for)."""
     if message.api_key not in body_api_keys():
         return None
     if not message.is_request and message.pair is None:
@@ -442,12 +475,12 @@ def body_fields(message: Message, *, keep: bool = False, into_records: bool = Tr
     key, version = message.api_key, message.api_version
     plan = None if key is None or version is None else message_plan(key, version, message.kind)
     # Record batches are reachable by name only in the tree (their values are bytes).
-    inside = into_records and plan is not None and plan.body.holds_records
+    inside = reading.into_records and plan is not None and plan.body.holds_records
     values = None if plan is None or inside else message.fast_values(keep=keep)
     if values is not None:
-        return ValuesBody(values, _generated(message, values), names)
+        return ValuesBody(values, _generated(message, values), reading)
     body = message_body(message.tree(keep=keep))
-    return None if body is None else TreeBody(body, names)
+    return None if body is None else TreeBody(body, reading.names)
 
 
 def _generated(message: Message, values: Values) -> dict[int, list[GeneratedValue]]:
@@ -576,13 +609,14 @@ class ValuesBody:
     build: a list is an array, a dict a struct, None a null, a generated value a field
     after the one it follows."""
 
-    __slots__ = ("_by_name", "_names", "body", "generated")
+    __slots__ = ("_by_name", "_names", "_skip", "body", "generated")
 
     def __init__(self, body: Values, generated: dict[int, list[GeneratedValue]],
-                 names: frozenset[str] | None = None) -> None:
+                 reading: BodyReading = EVERY_FIELD) -> None:
         self.body = body
         self.generated = generated
-        self._names = names  # the only names paths will start with (None: any)
+        self._names = reading.names  # the only names paths will start with (None: any)
+        self._skip = reading.skip  # fields not walked: nothing asked for lies under them
         self._by_name: dict[str, list[Any]] | None = None
 
     def values(self, path: Path) -> Iterator[Any]:
@@ -610,11 +644,13 @@ class ValuesBody:
         return self._by_name
 
     def _collect(self, struct: Values, found: dict[str, list[Any]]) -> None:
-        names = self._names
+        names, skip = self._names, self._skip
         generated = self.generated.get(id(struct)) if self.generated else None
         for name, value in self.fields(struct) if generated else struct.items():
             if names is None or name in names:
                 found.setdefault(name, []).append(value)
+            if name in skip:
+                continue
             if type(value) is dict:
                 self._collect(value, found)
             elif type(value) is list and value and type(value[0]) is dict:  # an array of structs

@@ -38,17 +38,18 @@ from kdissect.present.fields import (
     BOOLEAN,
     BYTES,
     COLUMNS,
+    EVERY_FIELD,
     KAFKA_BODY_ALIASES,
     NUMBER,
     STRING,
     STRUCT,
     UUID,
     BodyFields,
+    BodyReading,
     Column,
     Path,
     Step,
     body_fields,
-    reaches_records,
     schema_index,
     value_kind,
 )
@@ -231,21 +232,6 @@ def _unknown(name: str) -> str:
 # -- evaluation --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class BodyReading:
-    """What the fields of a filter or of `-T fields` ask of a body: the names their paths
-    start with (only those are indexed) and whether any path reaches into record batches
-    (when none does, a Produce or Fetch body is read from flat values, not its tree)."""
-
-    names: frozenset[str] | None = None  # None: any name
-    into_records: bool = True
-
-    @classmethod
-    def of(cls, fields: Iterable[Field]) -> BodyReading:
-        paths = [path for field in fields for path in field.paths]
-        return cls(frozenset(path[0].name for path in paths), any(map(reaches_records, paths)))
-
-
 class FieldContext:
     """One message being filtered, or its fields read (`-T fields`); its body is decoded at
     most once, and only if asked. `start` gives the capture's start, for relative times;
@@ -253,7 +239,7 @@ class FieldContext:
 
     __slots__ = ("_body", "_decoded", "message", "reading", "start")
 
-    def __init__(self, message: Message, start: Callable[[], float], reading: BodyReading = BodyReading()) -> None:
+    def __init__(self, message: Message, start: Callable[[], float], reading: BodyReading = EVERY_FIELD) -> None:
         self.message = message
         self.start = start  # the capture's start, for relative times
         self.reading = reading
@@ -265,8 +251,7 @@ class FieldContext:
             return None
         if not self._decoded:
             self._decoded = True
-            reading = self.reading
-            self._body = body_fields(self.message, into_records=reading.into_records, names=reading.names)
+            self._body = body_fields(self.message, self.reading)
         return self._body
 
 
@@ -292,7 +277,7 @@ def compile_filter(expression: str, start: Callable[[], float | None] | None = N
     except RecursionError:
         raise FilterError("filter nested too deeply") from None
     test = node.test
-    reading = BodyReading.of(parser.fields)
+    reading = BodyReading.of(path for field in parser.fields for path in field.paths)
     first: list[float] = []
 
     def origin() -> float:
