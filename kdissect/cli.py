@@ -29,6 +29,7 @@ from kdissect.spool import Ring, SpooledOutput, number_text, read_all
 if TYPE_CHECKING:
     from kdissect.present.changes import ChangeMarker
     from kdissect.present.field_output import FieldColumns
+    from kdissect.present.filter import Known, Selection
 
 Prepare = Callable[[Message], Any]
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("the following arguments are required: FILE")
     _check_fields_output(parser, args)
     _tolerant_stdout()
-    keep: Callable[[Message], bool] = _every
+    keep: Selection = _every
     if args.filter is not None and not args.filter.strip():  # -Y '' or -Y ' ': no filter, as tshark
         args.filter = None
     if args.api is not None or args.filter:  # the filter's machinery only when there is one
@@ -294,7 +295,7 @@ def _internal_error(exc: Exception) -> int:
     return EXIT_INTERNAL
 
 
-def _every(_message: Message) -> bool:
+def _every(_message: Message, _known: Known | None = None, /) -> bool:
     return True
 
 
@@ -323,7 +324,7 @@ def _definitions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error(str(exc))
 
 
-def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
+def _run(args: argparse.Namespace, keep: Selection) -> int:
     if args.export:
         from kdissect.present.export import export_files
 
@@ -342,7 +343,7 @@ def _run(args: argparse.Namespace, keep: Callable[[Message], bool]) -> int:
     return status
 
 
-def _list(args: argparse.Namespace, keep: Callable[[Message], bool], sink: _Sink) -> int:
+def _list(args: argparse.Namespace, keep: Selection, sink: _Sink) -> int:
     """Every message of every capture (group) to the sink; the exit status."""
     status = EXIT_OK
     shown = unreadable = 0
@@ -357,16 +358,20 @@ def _list(args: argparse.Namespace, keep: Callable[[Message], bool], sink: _Sink
         # Where every message is written and none is looked at here, `--jobs` hands them to
         # the sink a round of its merge at a time, to be written at once (`write_released`).
         hand = None if see or selected or args.count or sink.prompt else sink.write_released
-        for found in _messages(paths, args, clock, sink.prepare, functools.partial(sink.flush, through=True),
+        prepare, split = _with_filter_values(sink.prepare, args, paths)
+        for found in _messages(paths, args, clock, prepare, functools.partial(sink.flush, through=True),
                                released=hand):
             if found is None:
                 status = EXIT_USAGE
                 unreadable += 1
                 continue
             message, prepared = found
+            known = None
+            if split and prepared is not None:
+                prepared, known = prepared
             if see is not None:
                 see(message)
-            if selected is not None and not selected(message):
+            if selected is not None and not selected(message, known):
                 continue
             write(message, prepared)
             shown += 1
@@ -376,6 +381,35 @@ def _list(args: argparse.Namespace, keep: Callable[[Message], bool], sink: _Sink
     if unreadable < len(args.files):  # no statistics, no empty JSON, when no file could be read
         sink.close()
     return status
+
+
+def _with_filter_values(prepare: Prepare | None, args: argparse.Namespace,
+                        paths: list[str]) -> tuple[Prepare | None, bool]:
+    """With --jobs and a filter with tests on body fields, the workers run those tests too
+    (`filter.BodyTests`), beside what the output's `prepare` makes: (the prepare to run,
+    whether its results are such pairs)."""
+    if not args.filter or _jobs(paths, args) == 1:
+        return prepare, False
+    from kdissect.present.filter import BodyTests
+
+    tests = BodyTests.of(args.filter)
+    if tests is None:
+        return prepare, False
+    return _PreparedAndKnown(prepare, tests), True
+
+
+class _PreparedAndKnown:
+    """A worker's `prepare` for the output and its run of a filter's body tests, as one
+    (picklable, as each of them is)."""
+
+    warm_up = True
+
+    def __init__(self, prepare: Prepare | None, tests: Callable[[Message], Any]) -> None:
+        self.prepare, self.tests = prepare, tests
+        self.preload = (*getattr(prepare, "preload", ()), *getattr(tests, "preload", ()))
+
+    def __call__(self, message: Message) -> tuple[Any, Any]:
+        return None if self.prepare is None else self.prepare(message), self.tests(message)
 
 
 class _Origin:

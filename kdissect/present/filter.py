@@ -30,7 +30,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kdissect.pair.message import Message
 from kdissect.present.fields import (
@@ -55,6 +55,14 @@ from kdissect.present.fields import (
 )
 
 Predicate = Callable[[Message], bool]
+Known = int  # which of a filter's tests on body fields a message passes, one bit each (`BodyTests`)
+
+
+class Selection(Protocol):
+    """A compiled filter: whether a message passes, given which of its tests on body fields
+    it passes where a worker process ran them (`BodyTests`)."""
+
+    def __call__(self, message: Message, known: Known | None = None, /) -> bool: ...
 MAX_FILTER_LENGTH = 10_000
 
 
@@ -237,12 +245,14 @@ class FieldContext:
     most once, and only if asked. `start` gives the capture's start, for relative times;
     `reading` what the fields asked about will need of the body (by default, anything)."""
 
-    __slots__ = ("_body", "_decoded", "message", "reading", "start")
+    __slots__ = ("_body", "_decoded", "known", "message", "reading", "start")
 
-    def __init__(self, message: Message, start: Callable[[], float], reading: BodyReading = EVERY_FIELD) -> None:
+    def __init__(self, message: Message, start: Callable[[], float], reading: BodyReading = EVERY_FIELD,
+                 known: Known | None = None) -> None:
         self.message = message
         self.start = start  # the capture's start, for relative times
         self.reading = reading
+        self.known = known  # the results of the tests on body fields, where a worker ran them
         self._body: BodyFields | None = None
         self._decoded = False
 
@@ -263,7 +273,7 @@ class Node:
     costly: bool
 
 
-def compile_filter(expression: str, start: Callable[[], float | None] | None = None) -> Predicate:
+def compile_filter(expression: str, start: Callable[[], float | None] | None = None) -> Selection:
     """The predicate of a display filter; FilterError when it is not valid.
 
     `start` gives the epoch seconds of the capture's first packet, which `time_relative`
@@ -286,12 +296,66 @@ def compile_filter(expression: str, start: Callable[[], float | None] | None = N
             return known
         return first[0]
 
-    def predicate(message: Message) -> bool:
+    def predicate(message: Message, known: Known | None = None, /) -> bool:
+        """Whether the message passes; `known`: which of the filter's tests on body fields
+        it passes, where a worker process ran them (`BodyTests`): its body is then not
+        decoded again here."""
         if not first:
             first.append(message.time)
-        return test(FieldContext(message, origin, reading))
+        return test(FieldContext(message, origin, reading, known))
 
     return predicate
+
+
+class BodyTests:
+    """What a worker process makes of each message for a filter (`--jobs`): which of the
+    filter's tests on body fields alone (`ErrorCode != 0`, `kafka.topic_name == "x"`) the
+    message passes, one bit per test. The merging process evaluates the filter with them
+    (`compile_filter`'s `known`) rather than decoding the body itself; the other tests,
+    on what depends on the whole capture (numbers, streams, relative times, notes) or on
+    the message alone, it makes itself. A body is decodable on the worker as it is in one
+    process: its request, which it needs, is on the same connection. Picklable: the filter
+    is parsed again where it runs, from the same definitions."""
+
+    warm_up = True  # the first bodies' decoders made once, before the workers fork
+    preload = ("kdissect.decode.values",)
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        self._tests: list[Callable[[FieldContext], bool]] | None = None
+        self._reading = EVERY_FIELD
+
+    @classmethod
+    def of(cls, expression: str) -> BodyTests | None:
+        """For a valid filter with tests on body fields; None for one without."""
+        tests = cls(expression)
+        return tests if tests.tests() else None
+
+    def tests(self) -> list[Callable[[FieldContext], bool]]:
+        if self._tests is None:
+            parser = _Parser(self.expression)
+            parser.parse()
+            self._tests = parser.body_tests
+            self._reading = BodyReading.of(path for field in parser.fields for path in field.paths)
+        return self._tests
+
+    def __getstate__(self) -> str:
+        return self.expression
+
+    def __setstate__(self, expression: str) -> None:
+        self.__init__(expression)  # type: ignore[misc]
+
+    def __call__(self, message: Message) -> Known:
+        context = FieldContext(message, _no_start, self._reading)
+        known = 0
+        for index, test in enumerate(self.tests()):
+            if test(context):
+                known |= 1 << index
+        return known
+
+
+def _no_start() -> float:
+    return 0.0  # a body field is never a relative time
 
 
 class _Parser:
@@ -300,6 +364,7 @@ class _Parser:
         self.tokens = tokenize(expression)
         self.position = 0
         self.fields: list[Field] = []  # every field the filter names
+        self.body_tests: list[Callable[[FieldContext], bool]] = []  # comparisons of body fields alone
 
     def parse(self) -> Node:
         if self.peek().kind == "end":
@@ -357,6 +422,22 @@ class _Parser:
         return self.comparison()
 
     def comparison(self) -> Node:
+        """A comparison (or a bare field); one of body fields alone is also a `BodyTests` test."""
+        first = len(self.fields)
+        node = self._comparison()
+        named = self.fields[first:]
+        if not named or not all(field.paths for field in named):
+            return node
+        bit, test = 1 << len(self.body_tests), node.test
+        self.body_tests.append(test)
+
+        def body_test(context: FieldContext) -> bool:
+            known = context.known
+            return test(context) if known is None else known & bit != 0
+
+        return Node(body_test, node.costly)
+
+    def _comparison(self) -> Node:
         left = self.operand()
         token = self.peek()
         if token.kind == "op" and token.text in _ORDERING:
@@ -641,16 +722,16 @@ def api_keys(items: Iterable[int | str] | int | str) -> frozenset[int]:
 
 
 def selector(apis: Iterable[int | str] | int | str | None = None, expression: str | None = None,
-             start: Callable[[], float | None] | None = None) -> Predicate:
+             start: Callable[[], float | None] | None = None) -> Selection:
     """Which messages to keep: of these APIs (keys or names), matching this display filter
     (`start`: as for `compile_filter`)."""
     keys = None if apis is None else api_keys(apis)
     predicate = compile_filter(expression, start) if expression else None
 
-    def keep(message: Message) -> bool:
+    def keep(message: Message, known: Known | None = None, /) -> bool:
         if keys is not None and message.api_key not in keys:
             return False
-        return predicate is None or predicate(message)
+        return predicate is None or predicate(message, known)
 
     return keep
 

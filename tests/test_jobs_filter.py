@@ -1,0 +1,74 @@
+"""-Y with `--jobs N`: the workers run a filter's tests on body fields (`filter.BodyTests`),
+the merging process the rest, and the output is that of one process, byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kdissect import parallel
+from kdissect.cli import main
+from kdissect.present.filter import BodyTests
+from tests.conftest import CAPTURES, PUBLIC_CAPTURES
+
+FILTERS = [
+    'kafka.topic_name == "records"',  # a body field alone
+    "ErrorCode != 0 || ThrottleTimeMs > 0",  # two body tests, either
+    '!(kafka.topic_name in {"records" "no-such-topic"}) && api_key == 0',  # negated, beside a column
+    "kafka.topic_name not in {\"records\"} || stream == 1",  # a negated set test, with a capture-wide column
+    "key && number > 3",  # inside record batches (the tree), and the capture's numbering
+    'LeaderId == 2 || expert == "kafka.error_code"',  # a body test, and notes of the whole capture
+    "Topics[].Partitions[].ErrorCode == 0 && latency_ms > 0",
+]
+
+
+def captures() -> list[Path]:
+    found = sorted(CAPTURES.glob("*.pcap"))
+    if PUBLIC_CAPTURES.is_dir():
+        found += [PUBLIC_CAPTURES / "deepflow_mixed-with-unsupported.pcap", PUBLIC_CAPTURES / "ndpi_kafka.pcapng"]
+    return found
+
+
+@pytest.mark.parametrize("expression", FILTERS)
+def test_jobs_give_the_bytes_of_one_process(capsys: pytest.CaptureFixture[str], expression: str):
+    shown = 0
+    for path in captures():
+        for output in ([], ["-V"], ["-T", "jsonl"], ["-T", "fields", "-e", "number", "-e", "kafka.topic_name"]):
+            one = (main(["--jobs", "1", *output, "-Y", expression, str(path)]), *capsys.readouterr())
+            two = (main(["--jobs", "2", *output, "-Y", expression, str(path)]), *capsys.readouterr())
+            assert two == one, (path.name, output)
+            shown += one[1] != ""
+    assert shown  # the filter selects something somewhere
+
+
+def test_the_merging_process_decodes_no_body_for_body_tests(capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch):
+    """The tests on body fields ran on the workers: the merging process decoded no body (the
+    warm-up, which decodes the capture's first bodies before the workers fork, left out)."""
+    import kdissect.present.fields as fields
+
+    path = str(CAPTURES / "tansu_records.pcap")
+    expression = 'kafka.topic_name == "records" && ErrorCode == 0'
+    expected = (main(["--jobs", "1", "-Y", expression, path]), *capsys.readouterr())
+    decoded: list[int] = []
+    original = fields.body_fields
+
+    def counting(message, *reading, **options):
+        decoded.append(message.number)
+        return original(message, *reading, **options)
+
+    monkeypatch.setattr("kdissect.present.filter.body_fields", counting)
+    monkeypatch.setattr(parallel, "warm", lambda *args, **kwargs: None)
+    assert (main(["--jobs", "2", "-Y", expression, path]), *capsys.readouterr()) == expected
+    assert expected[1].count("\n") > 10 and decoded == []
+
+
+def test_which_tests_are_body_tests():
+    """Comparisons of body fields alone, each one bit; others stay with the merging process."""
+    assert BodyTests.of("api_key == 3 && stream == 1") is None
+    tests = BodyTests.of('ErrorCode != 0 && stream == 1 || !(kafka.topic_name == "x") || LeaderId == latency_ms')
+    assert tests is not None and len(tests.tests()) == 2  # LeaderId == latency_ms reads a column
+    restored = BodyTests.__new__(BodyTests)
+    restored.__setstate__(tests.__getstate__())
+    assert restored.expression == tests.expression and len(restored.tests()) == 2
