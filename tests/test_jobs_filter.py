@@ -72,3 +72,17 @@ def test_which_tests_are_body_tests():
     restored = BodyTests.__new__(BodyTests)
     restored.__setstate__(tests.__getstate__())
     assert restored.expression == tests.expression and len(restored.tests()) == 2
+
+
+@pytest.mark.parametrize("expression", FILTERS[:4])
+def test_read_pcap_with_a_filter_on_two_workers(expression: str):
+    """`read_pcap(filter=..., jobs=2)` keeps the messages one process keeps, with their tables."""
+    import kdissect
+
+    kept = 0
+    for path in captures()[:5]:
+        one = kdissect.read_pcap(path, filter=expression, jobs=1)
+        two = kdissect.read_pcap(path, filter=expression, jobs=2)
+        assert two.messages.equals(one.messages), path.name
+        kept += len(one.messages)
+    assert kept

@@ -107,18 +107,22 @@ def read_pcap(
     with cycle_collection_paused():
         if jobs > 1:
             from kdissect.parallel import read_messages as read_in_parallel
+            from kdissect.present.filter import BodyTests
             from kdissect.present.parallel_tables import api_tables
 
-            found = (message for message, _ in read_in_parallel(
+            # the filter's tests on body fields run on the workers, as with `kdissect -Y`
+            tests = None if filter is None else BodyTests.of(filter)
+            messages = [message for message, known in read_in_parallel(
                 sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
-                report=problems.append, show_secrets=show_secrets, clock=clock,
-                preload=("kdissect.present.parallel_tables",), finish=functools.partial(api_tables, api_frames_made),
-                finished=early.append))
+                report=problems.append, show_secrets=show_secrets, clock=clock, prepare=tests,
+                preload=("kdissect.present.parallel_tables", *getattr(tests, "preload", ())),
+                finish=functools.partial(api_tables, api_frames_made), finished=early.append)
+                if keep(message, known)]
         else:
             found = read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                   report=problems.append, tls_keylog=tls_keylog,
                                   show_secrets=show_secrets, clock=clock)
-        messages = [message for message in found if keep(message)]
+            messages = [message for message in found if keep(message)]
     capture = Capture(messages, source=", ".join(names), problems=problems, files=names, jobs=jobs,
                       start=clock.start)
     if early:
