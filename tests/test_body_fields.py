@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kdissect.decode.dissect import message_body
+from kdissect.decode.schema.plan import message_plan
 from kdissect.decode.tree import Node
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
@@ -30,10 +31,10 @@ def _plain(value: Any) -> Any:
     return "<struct>" if isinstance(value, Node | dict) else value
 
 
-def _paths(body: TreeBody) -> Iterator[tuple[Step, ...]]:
+def _paths(names: list[str]) -> Iterator[tuple[Step, ...]]:
     """Every field of the body on its own, with an index, and with each of its sub-fields."""
     children = schema_index().children
-    for name in sorted(body._named()):
+    for name in sorted(names):
         yield (Step(name),)
         for index in (0, -1, 5):
             yield (Step(name, index, True),)
@@ -53,10 +54,20 @@ def _agree(message: Message) -> bool:
     tree = message_body(message.tree(keep=False))
     assert tree is not None
     reference = TreeBody(tree)
-    assert list(fast._named()) == list(reference._named())
-    for path in _paths(reference):
+    named = list(reference._named())
+    plan = message_plan(message.api_key, message.api_version, message.kind)
+    if plan is not None and plan.body.holds_records:
+        # Record batches are read as values (`record_values`) by every name a filter takes;
+        # what no name reaches (length prefixes, cut entries, control-record fields) is not
+        # there. -i's change marks read such a body without its records (`changes`).
+        known = schema_index().types
+        named = [name for name in named if name in known]
+        assert [name for name in fast._named() if name in known] == named
+    else:
+        assert list(fast._named()) == named
+        assert list(scoped_structs(fast)) == list(scoped_structs(reference))
+    for path in _paths(named):
         assert [_plain(v) for v in fast.values(path)] == [_plain(v) for v in reference.values(path)], path
-    assert list(scoped_structs(fast)) == list(scoped_structs(reference))
     return True
 
 

@@ -458,3 +458,77 @@ def test_records_cut_by_the_capture_decode_as_far_as_captured() -> None:
         assert records.display.startswith(f"{len(data) - 10} of {len(data)} bytes")
         assert next(n.severity for n in node.all_notes() if CAPTURE_CUT in n.message) is Severity.WARN
         assert not [n for n in node.all_notes() if n.severity is Severity.ERROR]
+
+
+# -- records as values (what filters and -T fields read) -------------------------------------
+
+RECORD_PATHS = ["key", "value", "offset", "timestamp", "timestampDelta", "offsetDelta", "keyLength", "valueLength",
+                "headers", "headerKey", "headerValue", "headerKeyLength", "headerValueLength", "headers[].headerKey",
+                "headers[0].headerValue", "records", "records[].key", "records[0].value", "records[-1].offset",
+                "baseOffset", "batchLength", "partitionLeaderEpoch", "magic", "crc",
+                "lastOffsetDelta", "baseTimestamp", "maxTimestamp", "producerId", "producerEpoch", "baseSequence",
+                "recordCount", "compression", "timestampType", "isTransactional", "isControl", "Records",
+                "kafka.message_value", "kafka.batch_codec"]  # fmt: skip
+
+
+def values_read_as_the_tree(data: bytes) -> int:
+    """Every record path read over `record_values` gives what it gives over the tree of the
+    same bytes (a struct standing for itself either way); how many values were compared."""
+    from kdissect.decode.record_values import records_value
+    from kdissect.present.fields import TreeBody, ValuesBody
+    from kdissect.present.filter import resolve
+
+    records = tree(data)
+    records.name = "Records"
+    root = Node("body", "Body", None, "", 0, len(data), "", [records])
+    by_tree, by_values = TreeBody(root), ValuesBody({"Records": records_value(data)}, {})
+
+    def comparable(values: list) -> list:
+        return ["struct" if isinstance(v, dict | Node) else v for v in values]
+
+    compared = 0
+    for name in RECORD_PATHS:
+        for path in resolve(name).paths:
+            expected = comparable(list(by_tree.values(path)))
+            assert comparable(list(by_values.values(path))) == expected, name
+            compared += len(expected)
+    return compared
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+@QUICK
+@given(records=st.lists(record, min_size=1, max_size=5), transactional=st.booleans())
+def test_batches_read_as_values_give_what_the_tree_gives(codec: int, records: list, transactional: bool) -> None:
+    data = v2_batch(records, codec, base_offset=9, transactional=transactional, producer=(7, 3, 5))
+    data += v2_batch(records[:1], base_offset=100)
+    assert values_read_as_the_tree(data) > 0
+
+
+@pytest.mark.parametrize(("magic", "codec"), [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 3)])
+@QUICK
+@given(records=st.lists(record, min_size=1, max_size=4))
+def test_legacy_sets_read_as_values_give_what_the_tree_gives(magic: int, codec: int, records: list) -> None:
+    data = legacy_set(magic, records, codec, 5) + legacy_set(magic, records[:1], 0, 50)
+    assert values_read_as_the_tree(data) > 0
+
+
+def test_damaged_records_read_as_values_give_what_the_tree_gives() -> None:
+    """Cut, mis-summed, undecompressable, overrunning and unknown entries, and a broker's
+    LogAppendTime wrapper."""
+    first, second = v2_batch([(0, b"a", b"1", [("h", b"v")])]), v2_batch([(0, b"b", b"2", [])], base_offset=1)
+    cases = [first + second[:cut] for cut in (5, 16, 40, len(second) - 1)]
+    crc = bytearray(first)
+    crc[-3] ^= 0x20
+    good = v2_batch([(0, b"k", b"compress me " * 20, [])], 1)
+    plain = v2_batch([(0, b"a", b"1", []), (0, b"b", b"2", [])])
+    overrun = bytearray(plain[61:])
+    overrun[13] = 0x7E
+    unknown = bytearray(first)
+    unknown[16] = 7
+    wrapper = bytearray(legacy_set(1, [(0, None, b"a", []), (7, None, b"b", [])], codec=1))
+    struct.pack_into(">bq", wrapper, 17, 1 | 0x08, T0 + 99)
+    struct.pack_into(">I", wrapper, 12, zlib.crc32(bytes(wrapper[16:])))
+    cut_wrapper = legacy_set(0, [(0, b"k", b"v" * 80, [])], codec=1)
+    cases += [bytes(crc), patched(good, records=good[61:-7]) + first, patched(plain, records=bytes(overrun)),
+              bytes(unknown) + first, bytes(wrapper), cut_wrapper[:-9], first + cut_wrapper[:30]]
+    assert sum(values_read_as_the_tree(data) for data in cases) > 50

@@ -26,6 +26,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from kdissect.decode.dissect import message_body
+from kdissect.decode.record_values import RecordsValue, records_value
 from kdissect.decode.schema.loader import (
     active_sources,
     load_definitions,
@@ -33,7 +34,7 @@ from kdissect.decode.schema.loader import (
     shipped_api_keys,
 )
 from kdissect.decode.schema.model import FieldSpec, MessageSpec
-from kdissect.decode.schema.plan import message_plan
+from kdissect.decode.schema.plan import Kind, StructPlan, message_plan
 from kdissect.decode.tree import Node
 from kdissect.decode.values import Values
 from kdissect.dissectors import GeneratedValue
@@ -456,6 +457,9 @@ def _leading_nowhere(names: frozenset[str]) -> frozenset[str]:
     for parent, children in index.children.items():
         for child in children:
             parents.setdefault(child, set()).add(parent)
+    carriers = {name for name, types in index.types.items() if "records" in types}
+    for name in RECORD_FIELDS:  # what record batches hold lies under the fields holding them
+        parents.setdefault(name, set()).update(carriers)
     leading, todo = set(), list(names)
     while todo:
         for parent in parents.get(todo.pop(), ()):
@@ -474,13 +478,48 @@ def body_fields(message: Message, reading: BodyReading = EVERY_FIELD, *, keep: b
         return None  # a response is decodable only through its request
     key, version = message.api_key, message.api_version
     plan = None if key is None or version is None else message_plan(key, version, message.kind)
-    # Record batches are reachable by name only in the tree (their values are bytes).
+    # Paths into record batches read them as values (`record_values`) put in place of the
+    # `records` fields' bytes: in values decoded for this reading only, never in kept ones.
     inside = reading.into_records and plan is not None and plan.body.holds_records
-    values = None if plan is None or inside else message.fast_values(keep=keep)
+    values = None
+    if plan is not None and not (inside and message.values_kept):
+        values = message.fast_values(keep=keep and not inside)
     if values is not None:
-        return ValuesBody(values, _generated(message, values), reading)
+        generated = _generated(message, values)
+        if inside and plan is not None:
+            _expand_records(values, _records_fields(plan.body))
+        return ValuesBody(values, generated, reading)
     body = message_body(message.tree(keep=keep))
     return None if body is None else TreeBody(body, reading.names)
+
+
+@cache
+def _records_fields(plan: StructPlan) -> frozenset[str]:
+    """The names of the `records` fields anywhere in a body."""
+    names = set()
+    for field in (*plan.fields, *plan.tagged.values()):
+        inner = field
+        while inner.element is not None:  # an array's elements
+            inner = inner.element
+        if inner.kind is Kind.RECORDS:
+            names.add(field.name)
+        elif inner.struct is not None:
+            names |= _records_fields(inner.struct)
+    return frozenset(names)
+
+
+def _expand_records(struct: Values, names: frozenset[str]) -> None:
+    """Each `records` field's bytes, in place, as bytes that also hold their batches' values."""
+    for name, value in struct.items():
+        kind = type(value)
+        if kind is bytes and name in names:
+            struct[name] = records_value(value)
+        elif kind is dict:
+            _expand_records(value, names)
+        elif kind is list and value and type(value[0]) is dict:
+            for item in value:
+                if type(item) is dict:
+                    _expand_records(item, names)
 
 
 def _generated(message: Message, values: Values) -> dict[int, list[GeneratedValue]]:
@@ -554,8 +593,9 @@ def _descend(node: Node, index: int | None, rest: Path) -> Iterator[Any]:
 
 
 def _leaf(node: Node) -> Iterator[Any]:
-    """A field's own value; a struct stands for itself (present, but equal to nothing)."""
-    if not node.children:
+    """A field's own value; a struct stands for itself (present, but equal to nothing); a
+    `records` field is its bytes (its batches are reached by their own names)."""
+    if node.type == "records" or not node.children:
         if node.value is not None:
             yield node.value
     elif any(child.name not in _STRUCTURAL for child in node.children):
@@ -657,6 +697,9 @@ class ValuesBody:
                 for item in value:
                     if type(item) is dict:
                         self._collect(item, found)
+            elif type(value) is RecordsValue:
+                for entry in value.entries:
+                    self._collect(entry, found)
 
     def _descend(self, value: Any, index: int | None, rest: Path) -> Iterator[Any]:
         if type(value) is list:
