@@ -29,7 +29,7 @@ from kdissect.spool import Ring, SpooledOutput, number_text, read_all
 if TYPE_CHECKING:
     from kdissect.present.changes import ChangeMarker
     from kdissect.present.field_output import FieldColumns
-    from kdissect.present.filter import Known, Selection
+    from kdissect.present.filter import BodyTests, Known, Selection
 
 Prepare = Callable[[Message], Any]
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -385,10 +385,10 @@ def _list(args: argparse.Namespace, keep: Selection, sink: _Sink) -> int:
 
 def _with_filter_values(prepare: Prepare | None, args: argparse.Namespace,
                         paths: list[str]) -> tuple[Prepare | None, bool]:
-    """With --jobs and a filter with tests on body fields, the workers run those tests too
-    (`filter.BodyTests`), beside what the output's `prepare` makes: (the prepare to run,
-    whether its results are such pairs)."""
-    if not args.filter or _jobs(paths, args) == 1:
+    """With --jobs and a filter, the workers evaluate it as far as they can (`filter.BodyTests`),
+    beside what the output's `prepare` makes: (the prepare to run, whether its results are
+    such pairs)."""
+    if not args.filter or _jobs(paths, args) == 1 or getattr(prepare, "spooled", False):
         return prepare, False
     from kdissect.present.filter import BodyTests
 
@@ -400,16 +400,20 @@ def _with_filter_values(prepare: Prepare | None, args: argparse.Namespace,
 
 class _PreparedAndKnown:
     """A worker's `prepare` for the output and its run of a filter's body tests, as one
-    (picklable, as each of them is)."""
+    (picklable, as each of them is). A message the body tests alone reject is not prepared
+    (`-V -Y 'kafka.topic_name == "x"'` formats only the messages that can pass)."""
 
     warm_up = True
 
-    def __init__(self, prepare: Prepare | None, tests: Callable[[Message], Any]) -> None:
+    def __init__(self, prepare: Prepare | None, tests: BodyTests) -> None:
         self.prepare, self.tests = prepare, tests
-        self.preload = (*getattr(prepare, "preload", ()), *getattr(tests, "preload", ()))
+        self.preload = (*getattr(prepare, "preload", ()), *tests.preload)
 
     def __call__(self, message: Message) -> tuple[Any, Any]:
-        return None if self.prepare is None else self.prepare(message), self.tests(message)
+        known = self.tests(message)
+        if self.prepare is None or known[2] is False:
+            return None, known
+        return self.prepare(message), known
 
 
 class _Origin:

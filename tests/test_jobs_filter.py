@@ -20,6 +20,7 @@ FILTERS = [
     "key && number > 3",  # inside record batches (the tree), and the capture's numbering
     'LeaderId == 2 || expert == "kafka.error_code"',  # a body test, and notes of the whole capture
     "Topics[].Partitions[].ErrorCode == 0 && latency_ms > 0",
+    '(client_id contains "-" && time_relative > 1) || !(ErrorCode == 0 && tcp.port == 9092)',
 ]
 
 
@@ -64,14 +65,26 @@ def test_the_merging_process_decodes_no_body_for_body_tests(capsys: pytest.Captu
     assert expected[1].count("\n") > 10 and decoded == []
 
 
-def test_which_tests_are_body_tests():
-    """Comparisons of body fields alone, each one bit; others stay with the merging process."""
-    assert BodyTests.of("api_key == 3 && stream == 1") is None
-    tests = BodyTests.of('ErrorCode != 0 && stream == 1 || !(kafka.topic_name == "x") || LeaderId == latency_ms')
-    assert tests is not None and len(tests.tests()) == 2  # LeaderId == latency_ms reads a column
+def test_what_a_worker_reads_of_a_filter():
+    """A worker evaluates what it reads exactly, in three values, cheap parts first, running
+    only the body tests it needs; the rest is for the merging process."""
+    from kdissect.pipeline import read_messages
+
+    assert BodyTests.of("stream == 1 || number > 3") is None  # numbered over the whole capture
+    messages = list(read_messages(str(CAPTURES / "tansu_records.pcap")))
+    produce = next(m for m in messages if m.api_key == 0 and m.is_request)
+    metadata = next(m for m in messages if m.api_key == 3 and not m.is_request)
+    tests = BodyTests.of('kafka.topic_name == "records" && api_key == 0')
+    assert tests is not None
+    assert tests(produce) == (1, 1, True)  # the body test ran and passed: the verdict is known
+    assert tests(metadata) == (0, 0, False)  # api_key decided first: no body decoded
+    either = BodyTests.of('ErrorCode != 0 && stream == 1 || !(kafka.topic_name == "records")')
+    assert either is not None
+    assert either(produce) == (0b11, 0b10, False)  # a request: no ErrorCode, and its topic is "records"
+    assert either(metadata)[2] is None or either(metadata)[2] is True
     restored = BodyTests.__new__(BodyTests)
-    restored.__setstate__(tests.__getstate__())
-    assert restored.expression == tests.expression and len(restored.tests()) == 2
+    restored.__setstate__(either.__getstate__())
+    assert restored(produce) == either(produce)
 
 
 @pytest.mark.parametrize("expression", FILTERS[:4])

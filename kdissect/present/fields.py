@@ -104,6 +104,13 @@ class Column:
     read: Callable[[Message], Iterable[Any]]
     costly: bool = False  # may decode the body (expert notes of a decoded tree)
     relative: bool = False  # epoch seconds, given as seconds since the capture's first packet
+    capture_wide: bool = False  # numbered over the whole capture (messages, connections)
+
+    @property
+    def on_worker(self) -> bool:
+        """Whether a worker process of `--jobs` reads it as one process does: it depends on
+        the message, its connection and its pair alone (`filter.BodyTests`)."""
+        return not (self.costly or self.relative or self.capture_wide)
 
 
 def _one(read: Callable[[Message], Any]) -> Callable[[Message], Iterable[Any]]:
@@ -184,12 +191,12 @@ def _columns() -> dict[str, Column]:
     number, string = NUMBER, STRING
     one = _one
     columns = {
-        "number": Column(number, "integer", one(lambda m: m.number)),
+        "number": Column(number, "integer", one(lambda m: m.number), capture_wide=True),
         "frame": Column(number, "frame number", one(lambda m: m.frame.last_packet)),
         "time": Column(number, "epoch seconds", one(lambda m: m.time)),
         "time_relative": Column(number, "seconds since the capture's first packet", one(lambda m: m.time),
                                 relative=True),
-        "stream": Column(number, "integer", one(lambda m: m.frame.connection.index)),
+        "stream": Column(number, "integer", one(lambda m: m.frame.connection.index), capture_wide=True),
         "src": Column(string, "address:port", one(lambda m: format_address(_ends(m)[0]))),
         "dst": Column(string, "address:port", one(lambda m: format_address(_ends(m)[1]))),
         "direction": Column(string, "string", one(lambda m: str(m.direction))),
@@ -199,7 +206,8 @@ def _columns() -> dict[str, Column]:
         "correlation_id": Column(number, "int32", one(lambda m: m.correlation_id)),
         "client_id": Column(string, "string", one(_client_id)),
         "length": Column(number, "int32", one(lambda m: m.length)),
-        "pair": Column(number, "message number", one(lambda m: None if m.pair is None else m.pair.number)),
+        "pair": Column(number, "message number", one(lambda m: None if m.pair is None else m.pair.number),
+                       capture_wide=True),
         "latency_ms": Column(number, "milliseconds", one(_latency_ms)),
         "tls": Column(BOOLEAN, "boolean", one(lambda m: m.frame.connection.tls)),
         "file": Column(string, "capture file", one(lambda m: m.file)),

@@ -55,7 +55,10 @@ from kdissect.present.fields import (
 )
 
 Predicate = Callable[[Message], bool]
-Known = int  # which of a filter's tests on body fields a message passes, one bit each (`BodyTests`)
+# What a worker process found of a message for a filter (`BodyTests`): which of the filter's
+# tests on body fields it ran (a bit each), which of those passed, and the filter's verdict
+# when what it could read decided it (else None).
+Known = tuple[int, int, bool | None]
 
 
 class Selection(Protocol):
@@ -245,7 +248,7 @@ class FieldContext:
     most once, and only if asked. `start` gives the capture's start, for relative times;
     `reading` what the fields asked about will need of the body (by default, anything)."""
 
-    __slots__ = ("_body", "_decoded", "known", "message", "reading", "start")
+    __slots__ = ("_body", "_decoded", "known", "message", "ran", "reading", "start")
 
     def __init__(self, message: Message, start: Callable[[], float], reading: BodyReading = EVERY_FIELD,
                  known: Known | None = None) -> None:
@@ -253,6 +256,7 @@ class FieldContext:
         self.start = start  # the capture's start, for relative times
         self.reading = reading
         self.known = known  # the results of the tests on body fields, where a worker ran them
+        self.ran: list[int] | None = None  # on a worker: [tests run, tests passed], as bits
         self._body: BodyFields | None = None
         self._decoded = False
 
@@ -267,10 +271,13 @@ class FieldContext:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A compiled part of the filter: a test and whether it may decode the body."""
+    """A compiled part of the filter: a test, whether it may decode the body, and what a
+    worker process can say of it knowing only the tests on body fields (`BodyTests`): True,
+    False, or None for "it depends on the rest"; no `maybe` at all: always None."""
 
     test: Callable[[FieldContext], bool]
     costly: bool
+    maybe: Callable[[FieldContext], bool | None] | None = None
 
 
 def compile_filter(expression: str, start: Callable[[], float | None] | None = None) -> Selection:
@@ -302,42 +309,49 @@ def compile_filter(expression: str, start: Callable[[], float | None] | None = N
         decoded again here."""
         if not first:
             first.append(message.time)
+        if known is not None and known[2] is not None:  # the worker's verdict
+            return known[2]
         return test(FieldContext(message, origin, reading, known))
 
     return predicate
 
 
 class BodyTests:
-    """What a worker process makes of each message for a filter (`--jobs`): which of the
-    filter's tests on body fields alone (`ErrorCode != 0`, `kafka.topic_name == "x"`) the
-    message passes, one bit per test. The merging process evaluates the filter with them
-    (`compile_filter`'s `known`) rather than decoding the body itself; the other tests,
-    on what depends on the whole capture (numbers, streams, relative times, notes) or on
-    the message alone, it makes itself. A body is decodable on the worker as it is in one
-    process: its request, which it needs, is on the same connection. Picklable: the filter
-    is parsed again where it runs, from the same definitions."""
+    """What a worker process makes of each message for a filter (`--jobs`): the filter
+    evaluated as far as the worker can read the message exactly (its body's fields, and
+    what depends only on the message, its connection and its pair: API, addresses, times,
+    latency; not message or stream numbers, relative times or notes), in three values
+    (Kleene's: a part it cannot read is unknown) and lazily, cheap parts first, as the
+    merging process evaluates it. The merging process then takes the verdict when there is
+    one, and otherwise evaluates the filter itself with the results of the tests on body
+    fields the worker ran (`compile_filter`'s `known`), decoding no body again for those. A
+    body decodes on the worker as in one process: its request is on the same connection.
+    Picklable: the filter is parsed again where it runs, from the same definitions."""
 
     warm_up = True  # the first bodies' decoders made once, before the workers fork
     preload = ("kdissect.decode.values",)
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
-        self._tests: list[Callable[[FieldContext], bool]] | None = None
+        self._parsed = False
         self._reading = EVERY_FIELD
+        self._verdict: Callable[[FieldContext], bool | None] | None = None
+        self._tests = 0  # how many tests on body fields alone
 
     @classmethod
     def of(cls, expression: str) -> BodyTests | None:
-        """For a valid filter with tests on body fields; None for one without."""
+        """For a valid filter a worker can read part of; None for one it cannot."""
         tests = cls(expression)
-        return tests if tests.tests() else None
+        tests._parse()
+        return tests if tests._verdict is not None or tests._tests else None
 
-    def tests(self) -> list[Callable[[FieldContext], bool]]:
-        if self._tests is None:
+    def _parse(self) -> None:
+        if not self._parsed:
             parser = _Parser(self.expression)
-            parser.parse()
-            self._tests = parser.body_tests
+            self._verdict = parser.parse().maybe
+            self._tests = len(parser.body_tests)
             self._reading = BodyReading.of(path for field in parser.fields for path in field.paths)
-        return self._tests
+            self._parsed = True
 
     def __getstate__(self) -> str:
         return self.expression
@@ -346,12 +360,11 @@ class BodyTests:
         self.__init__(expression)  # type: ignore[misc]
 
     def __call__(self, message: Message) -> Known:
+        self._parse()
         context = FieldContext(message, _no_start, self._reading)
-        known = 0
-        for index, test in enumerate(self.tests()):
-            if test(context):
-                known |= 1 << index
-        return known
+        context.ran = [0, 0]
+        verdict = None if self._verdict is None else self._verdict(context)
+        return context.ran[0], context.ran[1], verdict
 
 
 def _no_start() -> float:
@@ -427,15 +440,26 @@ class _Parser:
         node = self._comparison()
         named = self.fields[first:]
         if not named or not all(field.paths for field in named):
+            if named and all(field.paths or (field.column is not None and field.column.on_worker)
+                             for field in named):
+                return Node(node.test, node.costly, node.test)  # exact on a worker too
             return node
         bit, test = 1 << len(self.body_tests), node.test
         self.body_tests.append(test)
 
         def body_test(context: FieldContext) -> bool:
             known = context.known
-            return test(context) if known is None else known & bit != 0
+            if known is not None and known[0] & bit:  # run on the worker
+                return known[1] & bit != 0
+            passed = test(context)
+            ran = context.ran
+            if ran is not None:  # on the worker: said to the merging process
+                ran[0] |= bit
+                if passed:
+                    ran[1] |= bit
+            return passed
 
-        return Node(body_test, node.costly)
+        return Node(body_test, node.costly, body_test)
 
     def _comparison(self) -> Node:
         left = self.operand()
@@ -496,14 +520,37 @@ class _Parser:
 
 
 def _negate(node: Node) -> Node:
-    test = node.test
-    return Node(lambda c: not test(c), node.costly)
+    test, maybe = node.test, node.maybe
+    if maybe is None:
+        return Node(lambda c: not test(c), node.costly)
+
+    def negated(context: FieldContext) -> bool | None:
+        known = maybe(context)
+        return None if known is None else not known
+
+    return Node(lambda c: not test(c), node.costly, negated)
 
 
 def _combine(parts: list[Node], quantifier: Callable[[Iterable[bool]], bool]) -> Node:
     ordered = sorted(parts, key=lambda part: part.costly)  # cheap parts decide first
     tests = [part.test for part in ordered]
-    return Node(lambda c: quantifier(test(c) for test in tests), any(p.costly for p in parts))
+    known = [part.maybe for part in ordered if part.maybe is not None]  # cheap parts first, as `tests`
+    costly = any(p.costly for p in parts)
+    if not known:
+        return Node(lambda c: quantifier(test(c) for test in tests), costly)
+    deciding = quantifier is any  # the value one part decides the whole with: True for or, False for and
+    unknown = len(known) < len(parts)
+
+    def maybe(context: FieldContext) -> bool | None:  # Kleene's three-valued and / or
+        undecided = unknown
+        for part in known:
+            value = part(context)
+            if value is deciding:
+                return deciding
+            undecided = undecided or value is None
+        return None if undecided else not deciding
+
+    return Node(lambda c: quantifier(test(c) for test in tests), costly, maybe)
 
 
 # -- comparisons -----------------------------------------------------------------
