@@ -109,13 +109,17 @@ class FieldColumns:
         if field.name in _TIMES:  # exact to the nanosecond, as tshark writes frame times
             at = context.message.time_ns
             return self._quoted(CaptureTime(at if field.name in _ABSOLUTE else at - self._origin_ns()).exact())
-        values = [text for text in (_text(v) for v in field.values(context)) if text is not None]
+        column = field.column  # (a relative one is a time, above): read straight from the message
+        found = column.read(context.message) if column is not None else field.values(context)
+        values = [text for text in map(_text, found) if text is not None]
         if not values:
             return ""
-        occurrence = self.form.occurrence
-        if occurrence != "a":
-            values = [values[0] if occurrence == "f" else values[-1]]
-        return self._quoted(self.form.aggregator.join(values))
+        if len(values) > 1:
+            occurrence = self.form.occurrence
+            text = self.form.aggregator.join(values) if occurrence == "a" else values[0 if occurrence == "f" else -1]
+        else:
+            text = values[0]
+        return self._quoted(text) if self.form.quote else text
 
     def _quoted(self, text: str) -> str:
         quote = self.form.quote
@@ -160,7 +164,11 @@ def _column_field(name: str) -> Field:
 
 
 def _text(value: Any) -> str | None:
-    """One value as tshark writes it; None for what is not a value (a struct)."""
+    """One value as tshark writes it; None for what is not a value (a struct, a null)."""
+    if type(value) is int:  # the most common, first
+        return str(value)
+    if value is None:
+        return None
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int):
