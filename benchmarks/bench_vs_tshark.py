@@ -11,6 +11,7 @@ For each capture (built by make_capture.py unless given), these jobs:
   columns  kdissect -T fields -e ...  vs  tshark -Y kafka -T fields -e ... (the same five
                                         names: three header fields, topic names, error codes)
   filter   kdissect -Y EXPR FILE    vs  tshark -Y EXPR (a filter on body fields)
+  records  kdissect -Y EXPR FILE    vs  tshark -Y EXPR (a filter on record keys and values)
   fields   read_pcap(FILE).fields (one row per tree node) vs tshark -V, for its peak memory
 
 and, in one process, the rate of body decoding against kio's native reader on
@@ -57,6 +58,7 @@ TSHARK_FIELDS = ["-e", "frame.number", "-e", "kafka.api_key", "-e", "kafka.api_v
 COLUMNS = [x for name in ("frame.number", "kafka.api_key", "kafka.correlation_id", "kafka.topic_name", "kafka.error")
            for x in ("-e", name)]
 BODY_FILTER = 'kafka.topic_name == "orders"'
+RECORD_FILTER = 'kafka.message_value contains "zzz-not-there" || kafka.message_key == "user-42"'
 FIELDS_TABLE = "import sys, kdissect; print(len(kdissect.read_pcap(sys.argv[1], jobs=1).fields))"
 API_TABLES = ("import sys, kdissect; from kdissect.present.tables import TABLES; "
               "c = kdissect.read_pcap(sys.argv[1], jobs=1); "
@@ -104,11 +106,13 @@ def jobs(kdissect: str, tshark: str, capture: Path) -> list[tuple[str, str, list
          [tshark, "-r", path, "-Y", "kafka", "-T", "fields", *COLUMNS]),
         ("filter", "`-Y` on body fields vs `tshark -Y`", [*one, "-Y", BODY_FILTER, path],
          [tshark, "-r", path, "-Y", BODY_FILTER]),
+        ("records", "`-Y` on record keys and values vs `tshark -Y`", [*one, "-Y", RECORD_FILTER, path],
+         [tshark, "-r", path, "-Y", RECORD_FILTER]),
         ("fields", MEMORY_JOB, [sys.executable, "-c", FIELDS_TABLE, path], [tshark, "-r", path, "-V"]),
     ]
 
 
-JOB_KEYS = ("rate", "summary", "info", "tables", "verbose", "jsonl", "columns", "filter", "fields")  # "rate": decode_rate.py
+JOB_KEYS = ("rate", "summary", "info", "tables", "verbose", "jsonl", "columns", "filter", "records", "fields")  # "rate": decode_rate.py
 
 
 MEMORY_JOB = "`fields` table vs `tshark -V`"  # measured for its peak memory: one run is enough
