@@ -433,18 +433,21 @@ class BodyReading:
     """What the fields of a filter or of `-T fields` ask of a body (by default, anything):
     the names their paths start with (only those are indexed), whether a path reaches into
     record batches (when none does, a Produce or Fetch body is read from flat values, not
-    its tree: several times faster), and the fields under which no name asked for can lie
-    (not walked: a DescribeTopicPartitions response's partitions, for a topic's name)."""
+    its tree: several times faster), the fields under which no name asked for can lie
+    (not walked: a DescribeTopicPartitions response's partitions, for a topic's name), and
+    whether the values dissectors derive (DescribeQuorum's `lag`) are asked for."""
 
     names: frozenset[str] | None = None  # None: any name
     into_records: bool = True
     skip: frozenset[str] = frozenset()
+    generated: bool = True  # whether a path names a value a dissector derives (`GENERATED_FIELDS`)
 
     @classmethod
     def of(cls, paths: Iterable[Path]) -> BodyReading:
         paths = list(paths)
         names = frozenset(path[0].name for path in paths)
-        return cls(names, any(map(_reaches_records, paths)), _leading_nowhere(names))
+        generated = any(step.name in GENERATED_FIELDS for path in paths for step in path)
+        return cls(names, any(map(_reaches_records, paths)), _leading_nowhere(names), generated)
 
 
 EVERY_FIELD = BodyReading()  # what a reader that may ask for any field needs
@@ -493,7 +496,7 @@ def body_fields(message: Message, reading: BodyReading = EVERY_FIELD, *, keep: b
     if plan is not None and not (inside and message.values_kept):
         values = message.fast_values(keep=keep and not inside)
     if values is not None:
-        generated = _generated(message, values)
+        generated = _generated(message, values) if reading.generated else {}
         if inside and plan is not None:
             _expand_records(values, _records_fields(plan.body))
         return ValuesBody(values, generated, reading)
