@@ -43,6 +43,16 @@ def test_jobs_give_the_bytes_of_one_process(capsys: pytest.CaptureFixture[str], 
     assert shown  # the filter selects something somewhere
 
 
+def test_columns_a_worker_reads_of_several_files(capsys: pytest.CaptureFixture[str]):
+    """File names, pairs' frames and addresses read on a worker as in one process."""
+    files = [str(CAPTURES / "incident.pcap"), str(CAPTURES / "quorum_story.pcap")]
+    for expression in ('file contains "incident" && api_key == 3', "kafka.request_frame > 10 && !tls",
+                       'src contains ":9092" || client_id == "x"'):
+        one = (main(["--jobs", "1", "-Y", expression, *files]), *capsys.readouterr())
+        two = (main(["--jobs", "2", "-Y", expression, *files]), *capsys.readouterr())
+        assert two == one and one[1], expression
+
+
 def test_the_merging_process_decodes_no_body_for_body_tests(capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch):
     """The tests on body fields ran on the workers: the merging process decoded no body (the

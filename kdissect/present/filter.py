@@ -62,10 +62,12 @@ Known = tuple[int, int, bool | None]
 
 
 class Selection(Protocol):
-    """A compiled filter: whether a message passes, given which of its tests on body fields
-    it passes where a worker process ran them (`BodyTests`)."""
+    """A compiled filter: whether a message passes, given what a worker process found of it
+    for the filter, where one did (`BodyTests`)."""
 
     def __call__(self, message: Message, known: Known | None = None, /) -> bool: ...
+
+
 MAX_FILTER_LENGTH = 10_000
 
 
@@ -272,8 +274,8 @@ class FieldContext:
 @dataclass(frozen=True, slots=True)
 class Node:
     """A compiled part of the filter: a test, whether it may decode the body, and what a
-    worker process can say of it knowing only the tests on body fields (`BodyTests`): True,
-    False, or None for "it depends on the rest"; no `maybe` at all: always None."""
+    worker process can say of it from what it reads exactly (`BodyTests`): True, False, or
+    None for "it depends on what only the merging process reads"; no `maybe`: always None."""
 
     test: Callable[[FieldContext], bool]
     costly: bool
@@ -304,9 +306,8 @@ def compile_filter(expression: str, start: Callable[[], float | None] | None = N
         return first[0]
 
     def predicate(message: Message, known: Known | None = None, /) -> bool:
-        """Whether the message passes; `known`: which of the filter's tests on body fields
-        it passes, where a worker process ran them (`BodyTests`): its body is then not
-        decoded again here."""
+        """Whether the message passes; `known`: what a worker process found of it, where one
+        did (`BodyTests`): its verdict, or the body tests it ran, not run again here."""
         if not first:
             first.append(message.time)
         if known is not None and known[2] is not None:  # the worker's verdict
@@ -435,7 +436,8 @@ class _Parser:
         return self.comparison()
 
     def comparison(self) -> Node:
-        """A comparison (or a bare field); one of body fields alone is also a `BodyTests` test."""
+        """A comparison (or a bare field). One of body fields alone is a `BodyTests` test,
+        whose result a worker hands on; one of what a worker reads exactly it evaluates too."""
         first = len(self.fields)
         node = self._comparison()
         named = self.fields[first:]
