@@ -358,7 +358,7 @@ def _list(args: argparse.Namespace, keep: Selection, sink: _Sink) -> int:
         # Where every message is written and none is looked at here, `--jobs` hands them to
         # the sink a round of its merge at a time, to be written at once (`write_released`).
         hand = None if see or selected or args.count or sink.prompt else sink.write_released
-        prepare, split = _with_filter_values(sink.prepare, args, paths)
+        prepare, split = _with_filter_tests(sink.prepare, args, paths)
         for found in _messages(paths, args, clock, prepare, functools.partial(sink.flush, through=True),
                                released=hand):
             if found is None:
@@ -383,7 +383,7 @@ def _list(args: argparse.Namespace, keep: Selection, sink: _Sink) -> int:
     return status
 
 
-def _with_filter_values(prepare: Prepare | None, args: argparse.Namespace,
+def _with_filter_tests(prepare: Prepare | None, args: argparse.Namespace,
                         paths: list[str]) -> tuple[Prepare | None, bool]:
     """With --jobs and a filter, the workers evaluate it as far as they can (`filter.BodyTests`),
     beside what the output's `prepare` makes: (the prepare to run, whether its results are
@@ -399,9 +399,10 @@ def _with_filter_values(prepare: Prepare | None, args: argparse.Namespace,
 
 
 class _PreparedAndKnown:
-    """A worker's `prepare` for the output and its run of a filter's body tests, as one
-    (picklable, as each of them is). A message the body tests alone reject is not prepared
-    (`-V -Y 'kafka.topic_name == "x"'` formats only the messages that can pass)."""
+    """A worker's `prepare` for the output and its evaluation of the filter, as one
+    (picklable, as each of them is). A message the filter rejects on what the worker reads
+    is not prepared (`-V -Y 'kafka.topic_name == "x"'` formats only the messages that can
+    pass)."""
 
     warm_up = True
 

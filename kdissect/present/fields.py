@@ -432,8 +432,8 @@ class BodyFields(Protocol):
 class BodyReading:
     """What the fields of a filter or of `-T fields` ask of a body (by default, anything):
     the names their paths start with (only those are indexed), whether a path reaches into
-    record batches (when none does, a Produce or Fetch body is read from flat values, not
-    its tree: several times faster), the fields under which no name asked for can lie
+    record batches (only then are a Produce or Fetch body's batches decoded, as values:
+    `record_values`), the fields under which no name asked for can lie
     (not walked: a DescribeTopicPartitions response's partitions, for a topic's name), and
     whether the values dissectors derive (DescribeQuorum's `lag`) are asked for."""
 
@@ -454,8 +454,8 @@ EVERY_FIELD = BodyReading()  # what a reader that may ask for any field needs
 
 
 def _reaches_records(path: Path) -> bool:
-    """Whether a path may name a record batch or something inside one, which only the tree
-    holds (in flat values a batch is bytes)."""
+    """Whether a path may name a record batch or something inside one, which flat values
+    hold only once the batches are decoded (in a body's values they are bytes)."""
     types = schema_index().types
     return any(step.name in RECORD_FIELDS or "records" in types.get(step.name, ()) for step in path)
 
