@@ -48,6 +48,7 @@ from kdissect.present.records import message_record, tree_record
 from kdissect.present.summary import summary_line
 from kdissect.present.text import render_tree
 from tests.conftest import CAPTURES
+from tests.record_paths import values_read_as_the_tree
 from tools.fuzz import (
     CaptureModel,
     FrameCase,
@@ -240,7 +241,9 @@ def test_damaged_captures_through_the_pipeline(public_captures: Path, which: int
 
 
 CLI_OPTIONS = [["-V", "-x", "-i"], ["-T", "json"], ["--stats"], ["-T", "jsonl", "-Y", "latency_ms >= 0"],
-               ["--export", "{folder}/out", "--format", "csv"], ["-t", "a", "-i"]]
+               ["--export", "{folder}/out", "--format", "csv"], ["-t", "a", "-i"],
+               ["-T", "fields", "-E", "separator=|", "-e", "key", "-e", "kafka.topic_name", "-e", "headerKey",
+                "-e", "Records", "-Y", 'kafka.message_value contains "a" || ErrorCode != 0 || compression == "gzip"']]
 
 
 @fuzz(0.05)
@@ -511,6 +514,7 @@ def record_sets() -> tuple[bytes, ...]:
 def test_damaged_record_sets_decode_tile_and_render(which: int, rng: Any) -> None:
     data = mutate_records(record_sets()[which % len(record_sets())], rng)
     assert check_records(data)[0] == []
+    values_read_as_the_tree(data)  # as filters and -T fields read them
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
@@ -522,6 +526,7 @@ def test_hostile_compressed_records_are_notes_in_bounded_time(codec: int) -> Non
         began = time.perf_counter()
         problems, _ = check_records(data + record_sets()[-1])
         assert problems == [] and time.perf_counter() - began < 5
+        values_read_as_the_tree(data + record_sets()[-1])
 
 
 def test_every_bomb_stops_at_the_bound_with_a_note() -> None:

@@ -37,6 +37,7 @@ from kdissect.decode.records import (
 )
 from kdissect.decode.tree import Node
 from kdissect.notes import Severity
+from tests.record_paths import values_read_as_the_tree
 
 QUICK = settings(derandomize=True, max_examples=40, deadline=None, database=None)
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -461,39 +462,6 @@ def test_records_cut_by_the_capture_decode_as_far_as_captured() -> None:
 
 
 # -- records as values (what filters and -T fields read) -------------------------------------
-
-RECORD_PATHS = ["key", "value", "offset", "timestamp", "timestampDelta", "offsetDelta", "keyLength", "valueLength",
-                "headers", "headerKey", "headerValue", "headerKeyLength", "headerValueLength", "headers[].headerKey",
-                "headers[0].headerValue", "records", "records[].key", "records[0].value", "records[-1].offset",
-                "baseOffset", "batchLength", "partitionLeaderEpoch", "magic", "crc",
-                "lastOffsetDelta", "baseTimestamp", "maxTimestamp", "producerId", "producerEpoch", "baseSequence",
-                "recordCount", "compression", "timestampType", "isTransactional", "isControl", "Records",
-                "kafka.message_value", "kafka.batch_codec"]  # fmt: skip
-
-
-def values_read_as_the_tree(data: bytes) -> int:
-    """Every record path read over `record_values` gives what it gives over the tree of the
-    same bytes (a struct standing for itself either way); how many values were compared."""
-    from kdissect.decode.record_values import records_value
-    from kdissect.present.fields import TreeBody, ValuesBody
-    from kdissect.present.filter import resolve
-
-    records = tree(data)
-    records.name = "Records"
-    root = Node("body", "Body", None, "", 0, len(data), "", [records])
-    by_tree, by_values = TreeBody(root), ValuesBody({"Records": records_value(data)}, {})
-
-    def comparable(values: list) -> list:
-        return ["struct" if isinstance(v, dict | Node) else v for v in values]
-
-    compared = 0
-    for name in RECORD_PATHS:
-        for path in resolve(name).paths:
-            expected = comparable(list(by_tree.values(path)))
-            assert comparable(list(by_values.values(path))) == expected, name
-            compared += len(expected)
-    return compared
-
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
 @QUICK
