@@ -16,16 +16,16 @@ RECORD_PATHS = ["key", "value", "offset", "timestamp", "timestampDelta", "offset
 
 
 def values_read_as_the_tree(data: bytes) -> int:
-    """Every record path read over `record_values` gives what it gives over the tree of the
-    same bytes (a struct standing for itself either way); how many values were compared."""
-    from kdissect.decode.record_values import records_value
+    """Every record path read over the values of `record_values` gives what it gives over the
+    tree of the same bytes (a struct standing for itself either way); how many values were
+    compared."""
     from kdissect.present.fields import TreeBody, ValuesBody
     from kdissect.present.filter import resolve
 
     records = Node("Records", "records", data, "", 0, len(data))
     records.children = record_nodes.entries_nodes(data, 0, len(data))
     root = Node("body", "Body", None, "", 0, len(data), "", [records])
-    by_tree, by_values = TreeBody(root), ValuesBody({"Records": records_value(data)}, {})
+    by_tree, by_values = TreeBody(root), ValuesBody({"Records": data}, {}, records=frozenset({"Records"}))
 
     def comparable(values: list) -> list:
         return ["struct" if isinstance(v, dict | Node) else v for v in values]

@@ -1,10 +1,9 @@
 """Record batches as flat values: what filters and `-T fields` read of records without
 building the annotated tree.
 
-`records_value(raw)` is a `records` field's bytes that also carry its entries as dicts
-and lists, shaped as `record_nodes` shapes the tree's nodes: the same names, in the
-same order, nested the same way, so that a path read over these values gives what it
-gives over the tree (`kdissect.present.fields`: `ValuesBody` and `TreeBody`; a test
+`entries_values(raw)` are a `records` field's entries as dicts and lists, shaped as
+`record_nodes` shapes the tree's nodes: the same names, in the same order, nested the
+same way, so that a path read over these values gives what it gives over the tree (`kdissect.present.fields`: `ValuesBody` and `TreeBody`; a test
 checks it on every shipped and third-party capture). A batch is a dict of its header
 fields, its `attributes` (a dict of the bits' meanings) and its `records`: a list of
 record dicts, or the compressed bytes when they could not be decompressed. A legacy
@@ -26,19 +25,6 @@ from kdissect.decode.records import LegacyMessage, Record, RecordBatch
 Values = dict[str, Any]
 _BATCH_HEADER = sum(size for _name, _type, size, _about in BATCH_FIELDS)  # bytes before the records
 _LEGACY_FIXED = {0: 18, 1: 26}  # offset, message_size, crc, magic, attributes (and magic 1's timestamp)
-
-
-class RecordsValue(bytes):
-    """A `records` field's bytes, which compare, search and print as bytes, and its
-    entries as values (`entries`: a dict per batch or legacy message)."""
-
-    entries: list[Values]
-
-
-def records_value(raw: bytes) -> RecordsValue:
-    value = RecordsValue(raw)
-    value.entries = entries_values(raw)
-    return value
 
 
 def entries_values(raw: bytes) -> list[Values]:
@@ -64,13 +50,13 @@ def _batch(batch: RecordBatch, data: bytes) -> Values:
         "producerId": batch.producer_id, "producerEpoch": batch.producer_epoch,
         "baseSequence": batch.base_sequence, "recordCount": batch.record_count,
     }  # fmt: skip
-    start, end = batch.position + _BATCH_HEADER, batch.position + batch.size
+    end = batch.position + batch.size
     if batch.compression == "none" or batch.attributes & 0x07 == 0:
         values["records"] = _records(batch, data, end)
     elif batch.decompressed is not None:
         values["records"] = _records(batch, batch.decompressed, len(batch.decompressed))
     else:
-        values["records"] = data[start:end]
+        values["records"] = data[batch.position + _BATCH_HEADER:end]
     return values
 
 

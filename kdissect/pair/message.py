@@ -152,11 +152,6 @@ class Message:
         body = message_body(self.tree(keep=keep))
         return None if body is None else tree_values(body, plan.body)
 
-    @property
-    def values_kept(self) -> bool:
-        """Whether the body's values are kept (a later `fast_values` returns those)."""
-        return self._values is not None
-
     def fast_values(self, *, keep: bool = True) -> Values | None:
         """The body's values when its generated decoder takes it; None when only the
         interpreter's tree can say what the body holds (or it is not decoded at all)."""

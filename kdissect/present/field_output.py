@@ -20,8 +20,8 @@ from typing import Any
 
 from kdissect.decode.tree import printable
 from kdissect.pair.message import Message
-from kdissect.present.fields import STRUCT, BodyReading
-from kdissect.present.filter import Field, FieldContext, FilterError, resolve
+from kdissect.present.fields import STRUCT
+from kdissect.present.filter import Field, FieldContext, FilterError, body_reading, resolve
 from kdissect.present.records import CaptureTime
 
 _ABSOLUTE = frozenset({"time", "frame.time_epoch"})
@@ -70,7 +70,7 @@ class FieldColumns:
         self.names = names
         self.form = form
         self.fields = [_column_field(name) for name in names]
-        self._reading = BodyReading.of(path for field in self.fields for path in field.paths)  # every column from one index of the body
+        self._reading = body_reading(self.fields)  # every column from one index of the body
         self._start_ns = start_ns
         self._first_ns: int | None = None
 
@@ -119,7 +119,7 @@ class FieldColumns:
             text = self.form.aggregator.join(values) if occurrence == "a" else values[0 if occurrence == "f" else -1]
         else:
             text = values[0]
-        return self._quoted(text) if self.form.quote else text
+        return self._quoted(text)
 
     def _quoted(self, text: str) -> str:
         quote = self.form.quote

@@ -26,7 +26,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from kdissect.decode.dissect import message_body
-from kdissect.decode.record_values import RecordsValue, records_value
+from kdissect.decode.record_values import entries_values
 from kdissect.decode.schema.loader import (
     active_sources,
     load_definitions,
@@ -489,17 +489,13 @@ def body_fields(message: Message, reading: BodyReading = EVERY_FIELD, *, keep: b
         return None  # a response is decodable only through its request
     key, version = message.api_key, message.api_version
     plan = None if key is None or version is None else message_plan(key, version, message.kind)
-    # Paths into record batches read them as values (`record_values`) put in place of the
-    # `records` fields' bytes: in values decoded for this reading only, never in kept ones.
-    inside = reading.into_records and plan is not None and plan.body.holds_records
-    values = None
-    if plan is not None and not (inside and message.values_kept):
-        values = message.fast_values(keep=keep and not inside)
-    if values is not None:
-        generated = _generated(message, values) if reading.generated else {}
-        if inside and plan is not None:
-            _expand_records(values, _records_fields(plan.body))
-        return ValuesBody(values, generated, reading)
+    if plan is not None:
+        values = message.fast_values(keep=keep)
+        if values is not None:
+            generated = _generated(message, values) if reading.generated else {}
+            # paths into record batches find them decoded as values (`record_values`)
+            records = _records_fields(plan.body) if reading.into_records else frozenset()
+            return ValuesBody(values, generated, reading, records)
     body = message_body(message.tree(keep=keep))
     return None if body is None else TreeBody(body, reading.names)
 
@@ -517,20 +513,6 @@ def _records_fields(plan: StructPlan) -> frozenset[str]:
         elif inner.struct is not None:
             names |= _records_fields(inner.struct)
     return frozenset(names)
-
-
-def _expand_records(struct: Values, names: frozenset[str]) -> None:
-    """Each `records` field's bytes, in place, as bytes that also hold their batches' values."""
-    for name, value in struct.items():
-        kind = type(value)
-        if kind is bytes and name in names:
-            struct[name] = records_value(value)
-        elif kind is dict:
-            _expand_records(value, names)
-        elif kind is list and value and type(value[0]) is dict:
-            for item in value:
-                if type(item) is dict:
-                    _expand_records(item, names)
 
 
 def _generated(message: Message, values: Values) -> dict[int, list[GeneratedValue]]:
@@ -660,14 +642,15 @@ class ValuesBody:
     build: a list is an array, a dict a struct, None a null, a generated value a field
     after the one it follows."""
 
-    __slots__ = ("_by_name", "_names", "_skip", "body", "generated")
+    __slots__ = ("_by_name", "_names", "_records", "_skip", "body", "generated")
 
     def __init__(self, body: Values, generated: dict[int, list[GeneratedValue]],
-                 reading: BodyReading = EVERY_FIELD) -> None:
+                 reading: BodyReading = EVERY_FIELD, records: frozenset[str] = frozenset()) -> None:
         self.body = body
         self.generated = generated
         self._names = reading.names  # the only names paths will start with (None: any)
         self._skip = reading.skip  # fields not walked: nothing asked for lies under them
+        self._records = records  # `records` fields whose batches are walked, decoded as values
         self._by_name: dict[str, list[Any]] | None = None
 
     def values(self, path: Path) -> Iterator[Any]:
@@ -702,14 +685,15 @@ class ValuesBody:
                 found.setdefault(name, []).append(value)
             if name in skip:
                 continue
-            if type(value) is dict:
+            kind = type(value)
+            if kind is dict:
                 self._collect(value, found)
-            elif type(value) is list and value and type(value[0]) is dict:  # an array of structs
+            elif kind is list and value and type(value[0]) is dict:  # an array of structs
                 for item in value:
                     if type(item) is dict:
                         self._collect(item, found)
-            elif type(value) is RecordsValue:
-                for entry in value.entries:
+            elif kind is bytes and name in self._records:  # its batches, by their own names
+                for entry in entries_values(value):
                     self._collect(entry, found)
 
     def _descend(self, value: Any, index: int | None, rest: Path) -> Iterator[Any]:

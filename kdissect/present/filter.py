@@ -160,6 +160,11 @@ class Field:
                 yield from body.values(path)
 
 
+def body_reading(fields: Iterable[Field]) -> BodyReading:
+    """What reading these fields needs of a body (`BodyReading`)."""
+    return BodyReading.of(path for field in fields for path in field.paths)
+
+
 def resolve(name: str) -> Field:
     """The field a name denotes; FilterError when there is none."""
     column = COLUMNS.get(name)
@@ -296,7 +301,7 @@ def compile_filter(expression: str, start: Callable[[], float | None] | None = N
     except RecursionError:
         raise FilterError("filter nested too deeply") from None
     test = node.test
-    reading = BodyReading.of(path for field in parser.fields for path in field.paths)
+    reading = body_reading(parser.fields)
     first: list[float] = []
 
     def origin() -> float:
@@ -351,7 +356,7 @@ class BodyTests:
             parser = _Parser(self.expression)
             self._verdict = parser.parse().maybe
             self._tests = len(parser.body_tests)
-            self._reading = BodyReading.of(path for field in parser.fields for path in field.paths)
+            self._reading = body_reading(parser.fields)
             self._parsed = True
 
     def __getstate__(self) -> str:
