@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CAPTURES, PUBLIC_CAPTURES, missing
+from tests.every_message import reading_captures
 
 HEADER_COLUMNS = ["frame.number", "frame.time_epoch", "frame.time_relative", "ip.src", "ip.dst",
                   "tcp.srcport", "tcp.dstport", "kafka.request_key", "kafka.request.version",
@@ -112,13 +113,6 @@ RECORD_COLUMNS = [
 
 
 QUORUM_COLUMNS = ["CurrentVoters[].lag", "Observers[-1].lag", "ReplicaId"]  # lag: derived by a dissector
-
-
-def reading_captures() -> list[Path]:
-    found = sorted(CAPTURES.glob("*.pcap")) + sorted((CAPTURES.parent / "tests" / "fuzz_regressions").glob("*.pcap"))
-    if PUBLIC_CAPTURES.is_dir():
-        found += sorted(PUBLIC_CAPTURES.glob("*.pcap*"))
-    return found
 
 
 def tree_values(message, field) -> list:

@@ -349,6 +349,11 @@ def test_a_follower_fetch_by_topic_id(tmp_path: Path) -> None:
     errors = capture.errors
     assert list(zip(errors.path, errors.error_code, errors.topic_id, errors.partition_index,
                     strict=True)) == [("Responses[0].Partitions[1].ErrorCode", 1, str(TOPIC_ID), 1)]
+    # the records and batches tables place the records under the topic id and partition too
+    for table in (capture.records, capture.batches):
+        assert set(table.topic_id) == {str(TOPIC_ID)} and table.topic_name.isna().all()
+        assert set(table.partition_index) == {0}
+    assert list(capture.records.offset) == [0, 1, 2] and list(capture.batches.record_count) == [3]
 
 
 def test_a_fetch_of_no_partition_is_one_row_with_its_session_and_error(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
 """The `records` and `batches` tables: every record and batch carried in `records` fields.
 
-Rows come from the decoded values (`kdissect.decode.records`), not from tree
-nodes: the message tree is walked only down to each `records` field, to learn
-its topic and partition, and the field's bytes are decoded into plain values
-from which the columns are filled. Messages whose definition has no `records`
+Rows come from decoded values, never from tree nodes: the body's flat values
+(`Message.values`) are walked down to each `records` field, to learn its topic
+and partition, and the field's bytes are decoded into plain values
+(`kdissect.decode.records`) from which the columns are filled. Messages whose definition has no `records`
 field (checked once per API, version and direction on the compiled plan) are
 skipped without decoding.
 
@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kdissect.decode.record_nodes import records_unexpanded
 from kdissect.decode.records import (
     MAX_DECOMPRESSED_BYTES,
     BadEntry,
@@ -36,8 +35,7 @@ from kdissect.decode.records import (
     decode_records,
     record_rows,
 )
-from kdissect.decode.schema.plan import message_plan
-from kdissect.decode.tree import Node
+from kdissect.decode.schema.plan import Kind, StructPlan, message_plan
 from kdissect.pair.message import Message
 from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
 
@@ -91,11 +89,12 @@ def records_fields(messages: list[Message], *, max_decompressed: int | None = No
     for message in messages:
         if not carries_records(message):
             continue
-        with records_unexpanded():  # the values are decoded below, once
-            tree = message.tree(keep=False)
+        values = message.values(keep=False)
+        plan = _body_plan(message)
+        if values is None or plan is None:
+            continue
         bases = _assigned_bases(message)
-        for topic, partition, node in _in_context(tree, _is_records):
-            data = node.value
+        for topic, partition, data in _in_context(values, plan, _RECORDS):
             if isinstance(data, bytes):
                 entries = decode_records(data, max_decompressed=cap)
                 base = bases.get((topic, partition)) if message.is_request else None
@@ -105,26 +104,23 @@ def records_fields(messages: list[Message], *, max_decompressed: int | None = No
 def _assigned_bases(request: Message) -> dict[tuple[Topic, int | None], int]:
     """(topic, partition) -> the BaseOffset a paired Produce response gave the request's records."""
     response = request.pair if request.is_request and request.api_key == PRODUCE else None
-    if response is None or not _plan_has_base_offset(response):
+    plan = None if response is None else _body_plan(response)
+    values = None if response is None or plan is None else response.values(keep=False)
+    if values is None or plan is None:
         return {}
     bases = {}
-    for topic, partition, node in _in_context(response.tree(keep=False), _has_base_offset):
-        base, error = node["BaseOffset"].value, node.child("ErrorCode")
-        if isinstance(base, int) and base >= 0 and (error is None or error.value == 0):
+    for topic, partition, found in _in_context(values, plan, _BASE_OFFSET):
+        base, error = found["BaseOffset"], found.get("ErrorCode")
+        if isinstance(base, int) and base >= 0 and (error is None or error == 0):
             bases[topic, partition] = base
     return bases
 
 
-def _plan_has_base_offset(response: Message) -> bool:
-    return response.api_version is not None and message_plan(PRODUCE, response.api_version, "response") is not None
-
-
-def _is_records(node: Node) -> bool:
-    return node.type == "records"
-
-
-def _has_base_offset(node: Node) -> bool:
-    return node.child("BaseOffset") is not None
+def _body_plan(message: Message) -> StructPlan | None:
+    if message.api_key is None or message.api_version is None:
+        return None
+    plan = message_plan(message.api_key, message.api_version, message.kind)
+    return None if plan is None else plan.body
 
 
 def carries_records(message: Message) -> bool:
@@ -142,29 +138,45 @@ def _plan_has_records(api_key: int, version: int, kind: str) -> bool:
     return plan is not None and plan.body.holds_records
 
 
-def _in_context(root: Node, wanted: Callable[[Node], bool]
-                ) -> Iterator[tuple[Topic, int | None, Node]]:
-    """(topic, partition, node) of each wanted node, without entering it or any records."""
-    stack: list[tuple[Node, Topic, int | None]] = [(root, (None, None), None)]
-    while stack:
-        node, topic, partition = stack.pop()
-        if node.type in ("RecordBatch", "Message"):
-            continue
-        topic, partition = _context(node, topic, partition)
-        if wanted(node):
-            yield topic, partition, node
-            continue
-        stack.extend((child, topic, partition) for child in reversed(node.children))
+_RECORDS, _BASE_OFFSET = "records", "BaseOffset"  # what `_in_context` looks for
 
 
-def _context(node: Node, topic: Topic, partition: int | None) -> tuple[Topic, int | None]:
-    for child in node.children:
-        if child.name in TOPIC_FIELDS and isinstance(child.value, str):
-            topic = (child.value, topic[1])
-        elif child.name in TOPIC_ID_FIELDS and child.value is not None:
-            topic = (topic[0], str(child.value))
-        elif child.name in PARTITION_FIELDS and isinstance(child.value, int):
-            partition = child.value
+def _in_context(values: dict[str, Any], plan: StructPlan, wanted: str, topic: Topic = (None, None),
+                partition: int | None = None) -> Iterator[tuple[Topic, int | None, Any]]:
+    """(topic, partition, what) of each `records` field's value (`_RECORDS`), or of each
+    struct's values holding a BaseOffset (`_BASE_OFFSET`), in the body's order, each with
+    the topic and partition the structs around it name (a struct's own fields first)."""
+    topic, partition = _context(values, topic, partition)
+    if wanted is _BASE_OFFSET and _BASE_OFFSET in values:
+        yield topic, partition, values
+        return
+    for field in plan.fields:
+        found = values.get(field.name)
+        if found is None:  # null, or not decoded (a damaged body's values stop at the problem)
+            continue
+        element = field.element
+        if field.kind is Kind.RECORDS:
+            if wanted is _RECORDS:
+                yield topic, partition, found
+        elif field.struct is not None:
+            yield from _in_context(found, field.struct, wanted, topic, partition)
+        elif element is not None and element.struct is not None:
+            for item in found:
+                if item is not None:
+                    yield from _in_context(item, element.struct, wanted, topic, partition)
+        elif element is not None and element.kind is Kind.RECORDS and wanted is _RECORDS:
+            for item in found:
+                yield topic, partition, item
+
+
+def _context(values: dict[str, Any], topic: Topic, partition: int | None) -> tuple[Topic, int | None]:
+    for name, value in values.items():
+        if name in TOPIC_FIELDS and isinstance(value, str):
+            topic = (value, topic[1])
+        elif name in TOPIC_ID_FIELDS and value is not None:
+            topic = (topic[0], str(value))
+        elif name in PARTITION_FIELDS and isinstance(value, int):
+            partition = value
     return topic, partition
 
 
