@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
@@ -29,6 +29,8 @@ from tests.craft import (
     records,
     write_pcap,
 )
+from tests.test_differential_kio import encode, framed
+from tests.test_generated import _header_of, kio_entity_type, newest_kio_versions
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 
@@ -576,3 +578,79 @@ def test_a_slow_request_that_was_also_queued_says_how_long_it_queued(tmp_path):
     slow = the(F.find(capture), "traffic.slow", api="Fetch")
     assert slow.messages == (2, 4) and slow.details["worst_queued_ms"] == pytest.approx(450.0)
     assert "up to 4450.0 ms (450.0 ms of it queued behind earlier requests of its connection)" in slow.summary
+
+
+def test_body_facts_read_from_values_are_the_trees():
+    """Where the fast path takes a body, its error codes (with their topics, in the tree's
+    order), throttle, group and wait come from its flat values: exactly the facts a walk of
+    its whole annotated tree gives, on every shipped, fuzz-found and third-party capture."""
+    from tests.every_message import count_passing, reading_captures
+
+    seen: dict[str, int] = {}
+
+    def same(message) -> bool:
+        values = message.fast_values(keep=False) if F._values_tell(message) else None
+        if values is None:
+            return False
+        client_id = (message if message.is_request else message.pair).client_id or ""
+        by_values = list(F._walk_values(message, values, client_id))
+        assert by_values == list(F._walk_body(message, message.tree(keep=False), client_id))
+        for fact in by_values:
+            seen[fact.kind] = seen.get(fact.kind, 0) + 1
+        return True
+
+    assert count_passing(reading_captures(), same) > 400
+    assert seen["error"] >= 8 and seen["wait"] >= 2, seen  # the shipped captures' alone
+
+
+def test_an_error_code_in_a_tagged_field_is_found(tmp_path):
+    """CreateTopics v7 answers TopicConfigErrorCode in a tagged field, which flat values leave
+    out: the error is still found (kio encodes the exchange)."""
+    from kio.schema.create_topics.v7 import request as create_request
+    from kio.schema.create_topics.v7 import response as create_response
+
+    from tests.test_traffic_tables import kio_capture
+
+    asked = create_request.CreateTopicsRequest(topics=(create_request.CreatableTopic(
+        name="audit", num_partitions=3, replication_factor=1, assignments=(), configs=()),),
+        timeout=timedelta(seconds=30), validate_only=False)
+    answered = create_response.CreateTopicsResponse(throttle_time=timedelta(0), topics=(
+        create_response.CreatableTopicResult(
+            name="audit", topic_id=None, error_code=ErrorCode.none, error_message=None,
+            topic_config_error_code=ErrorCode.topic_authorization_failed, num_partitions=3,
+            replication_factor=1, configs=None),))
+    found = F.find(kdissect.read_pcap(kio_capture(tmp_path, [(19, 7, asked, answered)])))
+    error = the(found, "traffic.errors", topic="audit")
+    assert error.details["error"] == "TOPIC_AUTHORIZATION_FAILED" and error.details["api"] == "CreateTopics"
+
+
+def stand_in(api_key: int, version: int, kind: str) -> Any:
+    """What the walks read of a message, for a frame read outside any capture."""
+    from types import SimpleNamespace
+
+    from kdissect.apis import api_name
+
+    return SimpleNamespace(is_request=kind == "request", time=0.0, number=1, api_key=api_key, api_version=version,
+                           kind=kind, api_name=api_name(api_key), frame=SimpleNamespace(connection=SimpleNamespace(index=0)))
+
+
+@pytest.mark.parametrize(("api_key", "version", "kind"),
+                         [(key, version, kind) for key, version in newest_kio_versions()
+                          for kind in ("request", "response")])
+@settings(max_examples=5, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_body_facts_read_from_values_are_the_trees_on_kio_messages_of_every_api(api_key, version, kind, data):
+    """The same on random messages of the newest version of every API kio has (error codes
+    anywhere, under named topics, throttles, groups, waits), encoded by kio."""
+    from kdissect.decode.dissect import dissect_request, dissect_response
+    from kdissect.decode.values import fast_body
+
+    header = data.draw(_header_of(api_key, version, kind))
+    entity_type = kio_entity_type(api_key, version, kind)
+    frame = framed(encode(type(header), header), encode(entity_type, data.draw(st.from_type(entity_type))))
+    message = stand_in(api_key, version, kind)
+    values = fast_body(frame, kind, api_key, version) if F._values_tell(message) else None
+    if values is not None:
+        tree = dissect_request(frame) if kind == "request" else dissect_response(frame, api_key, version)
+        assert list(F._walk_values(message, values, "")) == list(F._walk_body(message, tree, ""))

@@ -126,11 +126,23 @@ def _kio_cases() -> list[tuple[int, int, str]]:
     return cases
 
 
-def _kio_frame(api_key: int, version: int, kind: str, data: st.DataObject) -> bytes:
+def kio_entity_type(api_key: int, version: int, kind: str) -> Any:
+    """kio's class of an API's request or response body at `version`."""
     spec = next(s for s in load_definitions() if s.api_key == api_key and s.kind == kind)
     stem = _snake(spec.name.removesuffix("Request").removesuffix("Response"))
     module = importlib.import_module(f"kio.schema.{stem}.v{version}.{kind}")
-    entity_type = getattr(module, spec.name)
+    return getattr(module, spec.name)
+
+
+def newest_kio_versions() -> list[tuple[int, int]]:
+    """(API key, version): the newest version of each API whose request and response kio has."""
+    both = {(key, version) for key, version, kind in _CASES if kind == "request"} & \
+        {(key, version) for key, version, kind in _CASES if kind == "response"}
+    return sorted({key: max(v for k, v in both if k == key) for key, _ in both}.items())
+
+
+def _kio_frame(api_key: int, version: int, kind: str, data: st.DataObject) -> bytes:
+    entity_type = kio_entity_type(api_key, version, kind)
     header = data.draw(_header_of(api_key, version, kind))
     entity = data.draw(st.from_type(entity_type))
     return framed(encode(type(header), header), encode(entity_type, entity))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from kdissect.decode.schema.plan import StructPlan, message_plan
 from kdissect.decode.tree import Node, printable
 from kdissect.error_codes import error_name
 from kdissect.notes import Note
@@ -133,15 +135,16 @@ def detector(name: str) -> Callable[[Detector], Detector]:
     return register
 
 
-TreeVisitor = Callable[["Message", Node], None]
+TreeVisitor = Callable[["Message", Node], bool]  # sees a tree; whether it wants the next one
 
 
 def find(capture: Capture, thresholds: Thresholds | None = None,
          on_tree: TreeVisitor | None = None) -> list[Finding]:
     """Every detector's findings, most severe first, then in time order.
 
-    `on_tree` sees every message's tree during the one pass that decodes bodies,
-    so a caller that needs the trees too (the report) does not decode twice.
+    `on_tree` sees each message's tree, in message order, during the one pass that
+    decodes bodies, until it answers False (the report's page is full): a caller that
+    needs the trees too does not decode twice.
     """
     return run_detectors(Evidence(capture, thresholds or Thresholds(), on_tree))
 
@@ -223,28 +226,36 @@ class Evidence:
 
     @cached_property
     def body_facts(self) -> BodyFacts:
-        """Facts from one pass over every message's tree (see `BodyFacts`)."""
+        """Facts from one pass over every message's annotated tree (see `BodyFacts`): laid
+        out as rows from its flat values where the fast path takes the body (no notes then),
+        else (and while a visitor wants trees) the interpreter's tree with its notes."""
         facts = BodyFacts()
+        visitor = self._on_tree
         for message in self.capture.message_list:
-            tree = message.tree(keep=False)
-            if self._on_tree is not None:
-                self._on_tree(message, tree)
             request = message.pair
             client_id = message.client_id if message.is_request else (
                 None if request is None else request.client_id)
             problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
-            for found in _walk_body(message, tree, client_id or ""):
-                if isinstance(found, Note):
-                    if int(found.severity) >= _ERROR_NOTE:
-                        problems.append(found.message)
-                elif found.kind == "error":
-                    facts.errors.append(found)
-                elif found.kind == "throttle":
-                    facts.throttles.append(found)
-                elif found.kind == "wait":
-                    facts.max_wait_ms[message.number] = int(found.value)
+            values = None if visitor is not None or not _values_tell(message) else message.fast_values(keep=False)
+            if values is None:
+                tree = message.tree(keep=False)
+                if visitor is not None and not visitor(message, tree):
+                    visitor = None
+                found = _walk_body(message, tree, client_id or "")
+            else:
+                found = _walk_values(message, values, client_id or "")
+            for fact in found:
+                if isinstance(fact, Note):
+                    if int(fact.severity) >= _ERROR_NOTE:
+                        problems.append(fact.message)
+                elif fact.kind == "error":
+                    facts.errors.append(fact)
+                elif fact.kind == "throttle":
+                    facts.throttles.append(fact)
+                elif fact.kind == "wait":
+                    facts.max_wait_ms[message.number] = int(fact.value)
                 else:
-                    facts.group_ids[message.number] = found.topic
+                    facts.group_ids[message.number] = fact.topic
             if problems:
                 facts.malformed[message.number] = sorted(set(problems))
         return facts
@@ -290,11 +301,6 @@ def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[BodyFac
     """In one walk: every note of the tree; in a response every non-zero ErrorCode, TopicErrorCode... (with
     the topic it sits under) and a throttle time; in a request its GroupId."""
     response = not message.is_request
-
-    def event(kind: str, value: str, topic: str) -> BodyFact:
-        return BodyFact(kind, message.time, message.number, message.frame.connection.index,
-                          message.api_name or "?", value, client_id, topic)
-
     yield from tree.notes
     stack: list[tuple[Node, str, int]] = [(tree, "", 0)]
     while stack:
@@ -305,18 +311,83 @@ def _walk_body(message: Message, tree: Node, client_id: str) -> Iterator[BodyFac
         for child in node.children:
             if child.notes:
                 yield from child.notes
-            value = child.value
             if child.children:
                 stack.append((child, topic, depth + 1))
             elif depth == 1 and child.name in _BODY_FACTS and (response != (child.name in _ASKED)):
-                if child.name == "GroupId" and isinstance(value, str):
-                    yield event("group", "", value)
-                elif child.name == "MaxWaitMs" and isinstance(value, int):
-                    yield event("wait", str(value), "")
-                elif child.name == "ThrottleTimeMs" and isinstance(value, int) and value > 0:
-                    yield event("throttle", str(value), "")
+                yield from _top_fact(message, child.name, child.value, client_id)
+            value = child.value
             if response and child.name.endswith("ErrorCode") and isinstance(value, int) and value != 0:
-                yield event("error", error_name(value), topic)
+                yield _fact(message, "error", error_name(value), client_id, topic)
+
+
+def _walk_values(message: Message, values: dict[str, Any], client_id: str) -> Iterator[BodyFact]:
+    """`_walk_body`'s facts, in its order, from the flat values of a body the fast path took
+    (which has no notes), for a definition whose tagged fields hold none of them
+    (`_values_tell`): each struct's fields in order, what lies under them once its own are
+    seen, the last seen first, as the tree's walk takes them."""
+    response = not message.is_request
+    assert message.api_key is not None and message.api_version is not None
+    plan = message_plan(message.api_key, message.api_version, message.kind)
+    assert plan is not None
+    stack: list[tuple[Any, StructPlan, str, bool]] = [(values, plan.body, "", True)]
+    while stack:
+        found, struct, topic, top = stack.pop()
+        if isinstance(found, list):  # an array's struct items
+            stack.extend((item, struct, topic, False) for item in found)
+            continue
+        if response:
+            topic = next((value for f in struct.fields if f.name in _TOPIC_FIELDS
+                          and isinstance(value := found[f.name], str)), topic)
+        for member in struct.fields:
+            name, value, element = member.name, found[member.name], member.element
+            if member.struct is not None and value is not None:
+                stack.append((value, member.struct, topic, False))
+            elif element is not None and element.struct is not None and value:
+                stack.append((value, element.struct, topic, False))
+            elif top and name in _BODY_FACTS and (response != (name in _ASKED)):
+                yield from _top_fact(message, name, value, client_id)
+            if response and type(value) is int and value != 0 and name.endswith("ErrorCode"):
+                yield _fact(message, "error", error_name(value), client_id, topic)
+
+
+def _top_fact(message: Message, name: str, value: Any, client_id: str) -> Iterator[BodyFact]:
+    if name == "GroupId" and isinstance(value, str):
+        yield _fact(message, "group", "", client_id, value)
+    elif name == "MaxWaitMs" and isinstance(value, int):
+        yield _fact(message, "wait", str(value), client_id, "")
+    elif name == "ThrottleTimeMs" and isinstance(value, int) and value > 0:
+        yield _fact(message, "throttle", str(value), client_id, "")
+
+
+def _fact(message: Message, kind: str, value: str, client_id: str, topic: str) -> BodyFact:
+    return BodyFact(kind, message.time, message.number, message.frame.connection.index,
+                    message.api_name or "?", value, client_id, topic)
+
+
+def _values_tell(message: Message) -> bool:
+    """Whether a body's flat values hold every fact its tree does: they leave out tagged
+    fields, so not where a tagged field (at any depth) or what lies under it is one the
+    walk reads, nor where a struct or array is named like an error code."""
+    key, version = message.api_key, message.api_version
+    return key is not None and version is not None and _plan_values_tell(key, version, message.kind)
+
+
+@functools.cache
+def _plan_values_tell(api_key: int, version: int, kind: str) -> bool:
+    plan = message_plan(api_key, version, kind)
+    return plan is not None and _struct_values_tell(plan.body, tagged=False)
+
+
+def _struct_values_tell(struct: StructPlan, *, tagged: bool) -> bool:
+    fields = [(f, tagged) for f in struct.fields] + [(f, True) for f in struct.tagged.values()]
+    for member, hidden in fields:
+        inner = member.element.struct if member.element is not None else member.struct
+        read = member.name in _TOPIC_FIELDS or member.name in _BODY_FACTS or member.name.endswith("ErrorCode")
+        if read and (hidden or inner is not None or member.element is not None):
+            return False
+        if inner is not None and not _struct_values_tell(inner, tagged=hidden):
+            return False
+    return True
 
 
 _BODY_FACTS = frozenset({"ThrottleTimeMs", "GroupId", "MaxWaitMs"})  # top of a body only

@@ -100,26 +100,27 @@ class PacketData:
     full: bool = False  # a message's details did not fit: no later one's go in
     addresses: dict[int, tuple[int, int]] = field(default_factory=dict)  # per connection
 
-    def add_detail(self, message: Message, tree: Node) -> None:
+    def add_detail(self, message: Message, tree: Node) -> bool:
         """The message's tree and bytes into the page (given in message order), while they
         fit in the budget: it counts what they take of the page (a tree in JSON is several
         times the bytes it describes: ten times on mixed traffic), so that the page stays one
         a browser opens whatever the traffic. The earliest messages go first; from the first
         that does not fit, the rest are listed only (but for one larger than DETAIL_MAX_FRAME,
-        which is left out alone)."""
+        which is left out alone). Whether the next message's tree may still fit."""
         data = message.frame.data
         if self.full or len(data) > DETAIL_MAX_FRAME:
-            return
+            return not self.full
         if self.detail_bytes + 4 * len(data) // 3 >= self.budget:  # its bytes alone, in base64
             self.full = True
-            return
+            return False
         line = script_json(json.dumps([base64.b64encode(data).decode("ascii"), compact_tree(tree, self.strings)],
                                       ensure_ascii=True, separators=(",", ":"), allow_nan=False))
         if self.detail_bytes + len(line) > self.budget:
             self.full = True
-            return
+            return False
         self.detail_bytes += len(line)
         self.details[message.number] = line
+        return True
 
     def add_row(self, message: Message) -> None:
         columns, strings = self.columns, self.strings
