@@ -226,3 +226,22 @@ def test_the_overview_counts_each_topics_records_as_stats_does():
     assert cells == [topic["topic_name"], *(str(f[k]) for f in flows for k in ("partitions", "records", "bytes", "errors"))]
     assert cells[2] == "33"  # the records kafka-python's producers sent (the capture's sidecar)
     assert "<h3>Topics</h3>" not in build_report(kdissect.read_pcap(CAPTURES / "quorum_story.pcap"))
+
+
+def test_a_tree_laid_out_from_values_goes_into_the_page_as_the_tree_does():
+    """The report puts a body the fast path took into the page from its rows: the same
+    compact tree (and string table) as from the interpreter's tree, on every shipped,
+    fuzz-found and third-party capture."""
+    from kdissect.present.report import Strings, compact_rows, compact_tree
+    from tests.every_message import count_passing, reading_captures
+
+    def same(message) -> bool:
+        rows = message.rows(records=True)
+        if rows is None:
+            return False
+        by_rows, by_tree = Strings(), Strings()
+        assert compact_rows(rows, by_rows) == compact_tree(message.tree(keep=False), by_tree)
+        assert by_rows.table() == by_tree.table()
+        return True
+
+    assert count_passing(reading_captures(), same) > 400

@@ -135,16 +135,18 @@ def detector(name: str) -> Callable[[Detector], Detector]:
     return register
 
 
-TreeVisitor = Callable[["Message", Node], bool]  # sees a tree; whether it wants the next one
+# sees each message and its tree (None where the pass read flat values); whether it wants the next
+TreeVisitor = Callable[["Message", Node | None], bool]
 
 
 def find(capture: Capture, thresholds: Thresholds | None = None,
          on_tree: TreeVisitor | None = None) -> list[Finding]:
     """Every detector's findings, most severe first, then in time order.
 
-    `on_tree` sees each message's tree, in message order, during the one pass that
-    decodes bodies, until it answers False (the report's page is full): a caller that
-    needs the trees too does not decode twice.
+    `on_tree` sees each message, in message order, with the tree the one pass that
+    decodes bodies built of it (None where it read the flat values), until it answers
+    False (the report's page is full): a caller that needs the trees too does not
+    decode twice.
     """
     return run_detectors(Evidence(capture, thresholds or Thresholds(), on_tree))
 
@@ -226,9 +228,9 @@ class Evidence:
 
     @cached_property
     def body_facts(self) -> BodyFacts:
-        """Facts from one pass over every message's annotated tree (see `BodyFacts`): laid
-        out as rows from its flat values where the fast path takes the body (no notes then),
-        else (and while a visitor wants trees) the interpreter's tree with its notes."""
+        """Facts from one pass over every message's body (see `BodyFacts`): its flat values
+        where the fast path takes it and they hold every fact (no notes then), else the
+        interpreter's tree with its notes."""
         facts = BodyFacts()
         visitor = self._on_tree
         for message in self.capture.message_list:
@@ -236,14 +238,16 @@ class Evidence:
             client_id = message.client_id if message.is_request else (
                 None if request is None else request.client_id)
             problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
-            values = None if visitor is not None or not _values_tell(message) else message.fast_values(keep=False)
-            if values is None:
-                tree = message.tree(keep=False)
-                if visitor is not None and not visitor(message, tree):
-                    visitor = None
-                found = _walk_body(message, tree, client_id or "")
-            else:
+            values = message.fast_values(keep=False) if _values_tell(message) else None
+            found: Iterator[BodyFact | Note]
+            if values is not None:
+                tree = None
                 found = _walk_values(message, values, client_id or "")
+            else:
+                tree = message.tree(keep=False)
+                found = _walk_body(message, tree, client_id or "")
+            if visitor is not None and not visitor(message, tree):
+                visitor = None
             for fact in found:
                 if isinstance(fact, Note):
                     if int(fact.severity) >= _ERROR_NOTE:

@@ -31,7 +31,7 @@ from html import escape
 from importlib import resources
 from typing import IO, TYPE_CHECKING, Any
 
-from kdissect.decode.tree import Node, printable
+from kdissect.decode.tree import Node, Row, printable
 from kdissect.ingest.net import format_address
 from kdissect.present import findings as findings_module
 from kdissect.present.findings import Finding, Severity, Thresholds
@@ -87,6 +87,24 @@ def compact_tree(root: Node, strings: Strings) -> list[Any]:
     return walk(root)
 
 
+def compact_rows(root: Row, strings: Strings) -> list[Any]:
+    """`compact_tree` of the same tree laid out as rows (`kdissect.decode.rows`), which come
+    from bodies the fast path took and carry no notes."""
+    index = strings.index
+    intern = index.setdefault
+
+    def walk(row: Row) -> list[Any]:
+        name, kind, _value, display, offset, size, about, children, generated = row
+        item = [intern(name, len(index)), intern(kind, len(index)), display, offset, size, intern(about, len(index))]
+        if children or generated:
+            item.append([walk(child) for child in children] if children else [])
+            if generated:
+                item += [1, []]
+        return item
+
+    return walk(root)
+
+
 @dataclass(slots=True)
 class PacketData:
     """Column-wise message list plus one detail line per message (empty when not embedded)."""
@@ -100,20 +118,26 @@ class PacketData:
     full: bool = False  # a message's details did not fit: no later one's go in
     addresses: dict[int, tuple[int, int]] = field(default_factory=dict)  # per connection
 
-    def add_detail(self, message: Message, tree: Node) -> bool:
+    def add_detail(self, message: Message, tree: Node | None) -> bool:
         """The message's tree and bytes into the page (given in message order), while they
         fit in the budget: it counts what they take of the page (a tree in JSON is several
         times the bytes it describes: ten times on mixed traffic), so that the page stays one
         a browser opens whatever the traffic. The earliest messages go first; from the first
         that does not fit, the rest are listed only (but for one larger than DETAIL_MAX_FRAME,
-        which is left out alone). Whether the next message's tree may still fit."""
+        which is left out alone). The tree is laid out from flat values where `tree` is
+        None. Whether the next message's tree may still fit."""
         data = message.frame.data
         if self.full or len(data) > DETAIL_MAX_FRAME:
             return not self.full
         if self.detail_bytes + 4 * len(data) // 3 >= self.budget:  # its bytes alone, in base64
             self.full = True
             return False
-        line = script_json(json.dumps([base64.b64encode(data).decode("ascii"), compact_tree(tree, self.strings)],
+        rows = message.rows(records=True) if tree is None else None
+        if rows is not None:
+            compact = compact_rows(rows, self.strings)
+        else:
+            compact = compact_tree(message.tree(keep=False) if tree is None else tree, self.strings)
+        line = script_json(json.dumps([base64.b64encode(data).decode("ascii"), compact],
                                       ensure_ascii=True, separators=(",", ":"), allow_nan=False))
         if self.detail_bytes + len(line) > self.budget:
             self.full = True
