@@ -369,9 +369,10 @@ def _fact(message: Message, kind: str, value: str, client_id: str, topic: str) -
 
 
 def _values_tell(message: Message) -> bool:
-    """Whether a body's flat values hold every fact its tree does: they leave out tagged
-    fields, so not where a tagged field (at any depth) or what lies under it is one the
-    walk reads, nor where a struct or array is named like an error code."""
+    """Whether a body's flat values hold every fact its tree does. They leave out tagged
+    fields: so not where one (at any depth, or under one) is an error code or a fact read
+    at the top of a body, nor where one names a topic in a struct holding error codes;
+    nor where a struct or an array is named as a fact is."""
     key, version = message.api_key, message.api_version
     return key is not None and version is not None and _plan_values_tell(key, version, message.kind)
 
@@ -386,12 +387,23 @@ def _struct_values_tell(struct: StructPlan, *, tagged: bool) -> bool:
     fields = [(f, tagged) for f in struct.fields] + [(f, True) for f in struct.tagged.values()]
     for member, hidden in fields:
         inner = member.element.struct if member.element is not None else member.struct
-        read = member.name in _TOPIC_FIELDS or member.name in _BODY_FACTS or member.name.endswith("ErrorCode")
-        if read and (hidden or inner is not None or member.element is not None):
+        fact = member.name in _BODY_FACTS or member.name.endswith("ErrorCode")
+        if (fact or member.name in _TOPIC_FIELDS) and (inner is not None or member.element is not None):
+            return False
+        if hidden and (fact or (member.name in _TOPIC_FIELDS and _holds_error_codes(struct))):
             return False
         if inner is not None and not _struct_values_tell(inner, tagged=hidden):
             return False
     return True
+
+
+def _holds_error_codes(struct: StructPlan) -> bool:
+    """Whether an error code is a field of `struct` or of any struct under it, tagged or not."""
+    for member in (*struct.fields, *struct.tagged.values()):
+        inner = member.element.struct if member.element is not None else member.struct
+        if member.name.endswith("ErrorCode") or (inner is not None and _holds_error_codes(inner)):
+            return True
+    return False
 
 
 _BODY_FACTS = frozenset({"ThrottleTimeMs", "GroupId", "MaxWaitMs"})  # top of a body only
