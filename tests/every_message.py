@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from kdissect.pair.message import Message
 from kdissect.pipeline import read_messages
@@ -28,3 +29,28 @@ def reading_captures() -> list[Path]:
     if PUBLIC_CAPTURES.is_dir():
         found += sorted(PUBLIC_CAPTURES.glob("*.pcap*"))
     return found
+
+
+T = TypeVar("T")
+
+
+class TreesBuilt:
+    """Which messages' trees a reading builds: `during(read)` runs `read` with
+    `Message.tree` counting, into `keys`, the API key of each message it builds one of."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.keys: list[int | None] = []
+        self.monkeypatch = monkeypatch
+
+    def during(self, read: Callable[[], T]) -> T:
+        tree, keys = Message.tree, self.keys
+
+        def counted(message: Message, *, keep: bool = True) -> Any:
+            keys.append(message.api_key)
+            return tree(message, keep=keep)
+
+        self.monkeypatch.setattr(Message, "tree", counted)
+        try:
+            return read()
+        finally:
+            self.monkeypatch.setattr(Message, "tree", tree)

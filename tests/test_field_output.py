@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CAPTURES, PUBLIC_CAPTURES, missing
-from tests.every_message import reading_captures
+from tests.every_message import TreesBuilt, reading_captures
 
 HEADER_COLUMNS = ["frame.number", "frame.time_epoch", "frame.time_relative", "ip.src", "ip.dst",
                   "tcp.srcport", "tcp.dstport", "kafka.request_key", "kafka.request.version",
@@ -144,7 +144,6 @@ def test_bodies_read_as_values_give_what_the_tree_gives(columns: list[str], monk
     index only the names they start with and walk only where those can lie: the values are
     those of the whole annotated tree, on every shipped, fuzz-found and third-party capture
     (legacy message sets, every compression codec, batches cut short)."""
-    from kdissect.pair.message import Message
     from kdissect.pipeline import read_messages
     from kdissect.present.fields import BodyReading
     from kdissect.present.filter import FieldContext, resolve
@@ -156,26 +155,19 @@ def test_bodies_read_as_values_give_what_the_tree_gives(columns: list[str], monk
     # derives (DescribeQuorum's lag) are made only for a path that names them
     assert ("Partitions" in reading.skip) == (columns == ["kafka.topic_name", "Topics[].Name"])
     assert reading.generated == (columns is QUORUM_COLUMNS)
-    trees: list[int] = []
-    tree = Message.tree
-
-    def counted(message: Message, *, keep: bool = True):
-        trees.append(message.api_key)
-        return tree(message, keep=keep)
-
+    trees = TreesBuilt(monkeypatch)
     compared = data_plane = 0
     for path in reading_captures():
         for message in read_messages(str(path)):
-            monkeypatch.setattr(Message, "tree", counted)
-            read = [comparable(list(field.values(FieldContext(message, lambda: 0.0, reading)))) for field in fields]
-            monkeypatch.setattr(Message, "tree", tree)
+            read = trees.during(lambda m=message: [comparable(list(field.values(FieldContext(m, lambda: 0.0, reading))))
+                                                   for field in fields])
             whole = [comparable(tree_values(message, field)) for field in fields]
             differ = [f.name for f, a, b in zip(fields, read, whole, strict=True) if a != b]
             assert read == whole, (path.name, message.number, differ)
             compared += any(read)
             data_plane += message.api_key in (0, 1) and any(read)
     assert compared > 50 and (data_plane > 20 or columns is QUORUM_COLUMNS)
-    assert not {0, 1} & set(trees)  # no Produce or Fetch body took the tree (those that decode)
+    assert not {0, 1} & set(trees.keys)  # no Produce or Fetch body took the tree (those that decode)
 
 
 @pytest.mark.parametrize(("args", "says"), [

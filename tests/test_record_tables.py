@@ -22,7 +22,7 @@ from kdissect.present.record_tables import (
     records_fields,
 )
 from tests.conftest import CAPTURES
-from tests.every_message import reading_captures
+from tests.every_message import TreesBuilt, reading_captures
 
 
 def nodes_in_context(root: Node, wanted: Callable[[Node], bool]) -> Iterator[tuple[Any, Any, Node]]:
@@ -74,25 +74,18 @@ def read_both_ways(message: Message) -> tuple[list[tuple[Any, ...]], list[tuple[
 
 
 def test_records_fields_read_from_values_are_the_trees(monkeypatch):
-    trees: list[int | None] = []
-    tree = Message.tree
-
-    def counted(message: Message, *, keep: bool = True) -> Node:
-        trees.append(message.api_key)
-        return tree(message, keep=keep)
-
+    trees = TreesBuilt(monkeypatch)
     fields = based = 0
     for path in reading_captures():
         for message in read_messages(str(path)):
-            monkeypatch.setattr(Message, "tree", counted)
-            read = [(f.topic, f.partition, f.entries, f.log_base) for f in records_fields([message])]
-            monkeypatch.setattr(Message, "tree", tree)
+            read = trees.during(lambda m=message: [(f.topic, f.partition, f.entries, f.log_base)
+                                                  for f in records_fields([m])])
             assert read == read_both_ways(message)[1], (path.name, message.number)
             fields += len(read)
             based += sum(base is not None for *_, base in read)
     assert fields >= 32 and based >= 30
     # only bodies the generated decoders refuse (damaged ones) are read off a tree
-    assert len(trees) < fields / 10
+    assert len(trees.keys) < fields / 10
 
 
 @pytest.mark.parametrize("name", ["tansu_records.pcap", "tansu_topic_partitions.pcap"])
