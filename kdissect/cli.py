@@ -1169,7 +1169,9 @@ class _StatsSink(_Sink):
         from kdissect.present.stats import Statistics
 
         self.args = args
-        self.statistics = Statistics(interval=args.interval, top=args.top or 0)
+        # --top alone needs no body but those of the slowest answers, which its lines decode
+        self.statistics = Statistics(interval=args.interval, top=args.top or 0,
+                                     bodies=bool(args.stats or args.interval))
         self.clocks: list[CaptureClock] = []
 
     def begin(self, clock: CaptureClock) -> None:

@@ -91,6 +91,29 @@ def test_top_lists_the_slowest_exchanges_one_line_each():
     assert len(every) == 2 + answered
 
 
+def test_top_alone_decodes_only_the_slowest_answers(monkeypatch):
+    """`--top N` reads latencies from the headers: the only bodies it decodes are those of
+    the N answers it lists, for their errors (--stats and --interval count every error)."""
+    from kdissect.pair.message import Message
+
+    decoded: list[int] = []
+    values = Message.values
+
+    def counted(message: Message, *, keep: bool = True):
+        decoded.append(message.number)
+        return values(message, keep=keep)
+
+    monkeypatch.setattr(Message, "values", counted)
+    for options, listed in ((["--top", "2"], 2), (["--top", "2", "-T", "json"], 2), (["--interval", "1s", "--top", "2"], None)):
+        decoded.clear()
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert cli.main([*options, "-j", "1", str(TANSU)]) == 0
+        if listed is not None:
+            assert len(set(decoded)) == listed, options
+        else:  # every answer's errors are counted per interval
+            assert len(set(decoded)) > 40
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_time_relative_filters_on_the_listings_time_column(jobs):
     """`time_relative` (Wireshark's `frame.time_relative`) counts from the capture's first

@@ -89,7 +89,12 @@ class Slow:
 
 
 class Statistics:
-    def __init__(self, interval: float | None = None, top: int = 0) -> None:
+    """Every table, or with `bodies=False` only what the message headers say: latencies,
+    counts and bytes, no error counts or topics (enough for --top alone, whose lines
+    decode their own few answers' errors)."""
+
+    def __init__(self, interval: float | None = None, top: int = 0, *, bodies: bool = True) -> None:
+        self.bodies = bodies
         self.apis: dict[tuple[str, int | None], ApiStats] = {}
         self.clients: dict[str | None, ClientStats] = {}
         self.connections: dict[int, ConnectionStats] = {}
@@ -120,7 +125,7 @@ class Statistics:
                 connection.client_ids[message.client_id] += 1
             if bucket is not None:
                 bucket.requests += 1
-            if message.api_key == PRODUCE:  # what was sent, whether answered or not
+            if message.api_key == PRODUCE and self.bodies:  # what was sent, whether answered or not
                 body = message.values(keep=False)
                 if body is not None:
                     self.topics.add(message.api_key, True, body)
@@ -131,7 +136,7 @@ class Statistics:
         self._add_response(message, api, bucket)
 
     def _add_response(self, message: Message, api: ApiStats, bucket: Bucket | None) -> None:
-        body = None if message.pair is None else message.values(keep=False)
+        body = None if message.pair is None or not self.bodies else message.values(keep=False)
         plan = None if body is None else body_plan(message)
         errors = None if body is None or plan is None else Counter(error_counts(body, plan))
         if body is not None:
