@@ -1169,9 +1169,10 @@ class _StatsSink(_Sink):
         from kdissect.present.stats import Statistics
 
         self.args = args
-        # --top alone needs no body but those of the slowest answers, which its lines decode
+        # --interval needs the answers' errors, not the topics; --top alone no body but those
+        # of the slowest answers, which its lines decode
         self.statistics = Statistics(interval=args.interval, top=args.top or 0,
-                                     bodies=bool(args.stats or args.interval))
+                                     bodies=bool(args.stats or args.interval), topics=bool(args.stats))
         self.clocks: list[CaptureClock] = []
 
     def begin(self, clock: CaptureClock) -> None:

@@ -89,12 +89,15 @@ class Slow:
 
 
 class Statistics:
-    """Every table, or with `bodies=False` only what the message headers say: latencies,
-    counts and bytes, no error counts or topics (enough for --top alone, whose lines
+    """Every table; with `topics=False` no topic table (so no Produce request is decoded:
+    enough for --interval); with `bodies=False` also no error counts, only what the
+    message headers say, latencies, counts and bytes (enough for --top alone, whose lines
     decode their own few answers' errors)."""
 
-    def __init__(self, interval: float | None = None, top: int = 0, *, bodies: bool = True) -> None:
+    def __init__(self, interval: float | None = None, top: int = 0, *, bodies: bool = True,
+                 topics: bool = True) -> None:
         self.bodies = bodies
+        self.with_topics = bodies and topics
         self.apis: dict[tuple[str, int | None], ApiStats] = {}
         self.clients: dict[str | None, ClientStats] = {}
         self.connections: dict[int, ConnectionStats] = {}
@@ -125,7 +128,7 @@ class Statistics:
                 connection.client_ids[message.client_id] += 1
             if bucket is not None:
                 bucket.requests += 1
-            if message.api_key == PRODUCE and self.bodies:  # what was sent, whether answered or not
+            if message.api_key == PRODUCE and self.with_topics:  # what was sent, whether answered or not
                 body = message.values(keep=False)
                 if body is not None:
                     self.topics.add(message.api_key, True, body)
@@ -139,7 +142,7 @@ class Statistics:
         body = None if message.pair is None or not self.bodies else message.values(keep=False)
         plan = None if body is None else body_plan(message)
         errors = None if body is None or plan is None else Counter(error_counts(body, plan))
-        if body is not None:
+        if body is not None and self.with_topics:
             self.topics.add(message.api_key, False, body)
         request = message.pair
         client = self.clients.setdefault(None if request is None else request.client_id, ClientStats())
