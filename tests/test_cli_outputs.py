@@ -73,6 +73,22 @@ def test_a_slow_response_names_its_requests_client():
     assert all(float(re.search(r" ([\d.]+) ms", line)[1]) > 5 for line in shown)  # type: ignore[index]
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_response_names_its_requests_client_in_json_and_the_messages_table(jobs):
+    """As the listing and `client_id` in filters: a response header has no client id, so a
+    paired response carries its request's; an unpaired one none."""
+    records = [json.loads(line) for line in run("-T", "jsonl", "-j", jobs, TANSU).stdout.splitlines()]
+    by_number = {record["number"]: record for record in records}
+    responses = [record for record in records if record["direction"] == "response"]
+    assert responses and all(record["client_id"] for record in responses if record["pair"] is not None)
+    for record in responses:
+        request = by_number.get(record["pair"])
+        assert record["client_id"] == (None if request is None else request["client_id"])
+    table = kdissect.read_pcap(TANSU, jobs=int(jobs)).messages
+    shown = {int(n): (None if pd.isna(c) else c) for n, c in zip(table.number, table.client_id, strict=True)}
+    assert shown == {number: record["client_id"] for number, record in by_number.items()}
+
+
 def test_top_lists_the_slowest_exchanges_one_line_each():
     messages = list(read_messages(QUORUM))
     slowest = sorted((m for m in messages if m.latency is not None), key=lambda m: -m.latency)[:3]

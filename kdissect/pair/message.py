@@ -45,7 +45,7 @@ class Message:
     correlation_id: int | None
     api_key: int | None = None  # a response's come from its request once paired
     api_version: int | None = None
-    client_id: str | None = None  # requests only
+    client_id: str | None = None  # a request header's; a response's, its request's once paired
     expects_response: bool = True  # False for Produce with acks=0
     file: str | None = None  # the capture file its last packet came from
     notes: list[Note] = field(default_factory=list)
@@ -70,10 +70,12 @@ class Message:
         return None if pair is None else pair.number
 
     def link(self, response: Message) -> None:
-        """Pair this request with `response`, which takes the request's API and version."""
+        """Pair this request with `response`, which takes the request's API, version and client
+        id (a response header carries none of them)."""
         self._pair = weakref.ref(response)
         response._pair = self
-        response.api_key, response.api_version = self.api_key, self.api_version
+        response.api_key, response.api_version, response.client_id = (
+            self.api_key, self.api_version, self.client_id)
 
     @property
     def direction(self) -> Direction:

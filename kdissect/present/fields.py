@@ -133,11 +133,8 @@ def _ip(address: Any) -> Any:
 
 
 def _client_id(message: Message) -> str | None:
-    """A request's client id; a response answers for its request's."""
-    if message.is_request:
-        return message.client_id
-    request = message.pair
-    return None if request is None else request.client_id
+    """A request's client id; a response answers for its request's (taken on pairing)."""
+    return message.client_id
 
 
 def _latency_ms(message: Message) -> float | None:

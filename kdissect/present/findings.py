@@ -234,9 +234,7 @@ class Evidence:
         facts = BodyFacts()
         visitor = self._on_tree
         for message in self.capture.message_list:
-            request = message.pair
-            client_id = message.client_id if message.is_request else (
-                None if request is None else request.client_id)
+            client_id = message.client_id  # a response's is its request's
             problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
             values = message.fast_values(keep=False) if _values_tell(message) else None
             found: Iterator[BodyFact | Note]
