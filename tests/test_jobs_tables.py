@@ -138,6 +138,17 @@ def test_per_api_tables_need_no_messages_made_here_and_messages_are_made_when_as
         assert two.message(len(two)).number == len(two)
 
 
+def test_messages_made_while_reading_when_not_lazy_and_a_blank_filter_is_none(many: str) -> None:
+    """`lazy=False` (the report, `--findings`) has the messages when `read_pcap` returns; the
+    tables still come from the reading workers. A blank filter keeps every message, as `-Y ""`."""
+    one = read_pcap(many, jobs=1)
+    for two, lazy in ((read_pcap(many, jobs=2, lazy=False), False), (read_pcap(many, jobs=2, filter=" "), True)):
+        assert isinstance(two._messages, MessagesToCome if lazy else list)  # or made while the workers read
+        assert [described(m) for m in two.message_list] == [described(m) for m in one.message_list]
+        same_api_tables(one, two)
+        assert two._workers.early_parts is not None and two._workers.processes == []
+
+
 def test_workers_holding_frames_end_with_the_capture(many: str) -> None:
     capture = read_pcap(many, jobs=2)
     workers = capture._messages.team.processes  # type: ignore[union-attr]

@@ -57,6 +57,7 @@ def read_pcap(
     show_secrets: bool = False,
     schemas: str | os.PathLike[str] | None = None,
     jobs: int | None = None,
+    lazy: bool = True,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
@@ -77,12 +78,17 @@ def read_pcap(
     one. By default every core for capture files of 16 MiB or more, else 1; a stream
     or a TLS key log is read in one process. A script (not a notebook) that reads in
     parallel needs multiprocessing's `if __name__ == "__main__":` guard, so from a
-    script the default is 1 and `jobs` is given explicitly.
+    script the default is 1 and `jobs` is given explicitly. With several jobs and every
+    message kept, the messages themselves are made when first asked for (a notebook that
+    only looks at tables never pays for them); `lazy=False` makes them while the workers
+    read, which is sooner for a caller that walks every message at once.
     """
     from kdissect.present.filter import selector
 
     if schemas is not None:
         configure_definitions(schemas)
+    if filter is not None and not filter.strip():
+        filter = None  # a blank filter is no filter, as for `kdissect -Y ""`
 
     problems: list[Note] = []
     clock = CaptureClock()  # the capture's first packet: what relative times count from
@@ -92,7 +98,7 @@ def read_pcap(
     found: Iterable[Message]
     early: list[Any] = []  # the per-API tables the reading workers make (parallel_tables)
     names = [source_name(s) for s in sources]
-    if jobs > 1 and apis is None and filter is None:  # every message kept: made when first needed
+    if jobs > 1 and apis is None and filter is None and lazy:  # every message kept: made when first needed
         from kdissect.parallel import read_to_come
         from kdissect.present.parallel_tables import TableJobs, api_tables
 

@@ -561,7 +561,8 @@ def _load(parser: argparse.ArgumentParser, args: argparse.Namespace,
     source: Any = sys.stdin.buffer if args.files == ["-"] else args.files
     jobs = args.jobs or default_jobs(args.files)
     try:
-        return read_pcap(source, ports=args.port, jobs=jobs), thresholds
+        # every message is walked at once: made while the workers read, not afterwards
+        return read_pcap(source, ports=args.port, jobs=jobs, lazy=False), thresholds
     except (CaptureError, OSError) as exc:
         name = "standard input" if args.files == ["-"] else ", ".join(args.files)
         print(f"kdissect: {name}: {exc}", file=sys.stderr)
