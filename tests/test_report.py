@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import kdissect
+from kdissect.present import report as report_module
 from kdissect.present.findings import find
 from kdissect.present.report import build_report, script_json
 from tests.craft import Conversation, compact, ethernet, records, uvarint, write_pcap
@@ -126,6 +127,19 @@ def test_script_json_cannot_end_its_element():
     text = script_json({"a": "</script><!-- & -->"})
     assert "<" not in text and ">" not in text and "&" not in text
     assert json.loads(text) == {"a": "</script><!-- & -->"}
+
+
+@pytest.mark.parametrize("value", [
+    ["AAEC", [0, 1, "</script>", 4, 2, 3, [[5, 6, "x & y", 0, 1, 3]]]],
+    ["", [0, 1, "caf\u00e9 \u2603 \U0001f600", 0, 1, 2]],  # non-ASCII: escaped as the standard library does
+    ["", [0, 1, "lone \ud800 surrogate", 0, 1, 2]],  # orjson refuses it
+    ["", [0, 1, "x", 2**70, 1, 2]],  # and an int beyond 64 bits
+])
+def test_a_messages_details_are_the_json_the_standard_library_writes(value):
+    """A message's details go into the page through orjson where it writes ASCII; the page is
+    the same as with `json.dumps(..., ensure_ascii=True)` whatever the strings."""
+    expected = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    assert report_module._ascii_json(value) == expected
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
