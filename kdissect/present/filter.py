@@ -242,7 +242,7 @@ def _unknown(name: str) -> str:
     known = [*COLUMNS, *KAFKA_BODY_ALIASES, *schema_index().types]
     close = difflib.get_close_matches(name, known, n=3)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
-    return (f"unknown field {name!r} in filter{hint} (fields: message columns such as api_key, "
+    return (f"unknown field {name!r}{hint} (fields: message columns such as api_key, "
             "latency_ms, client_id; ip.addr, tcp.port, tcp.stream; kafka.* names; expert; "
             "or a body field of a decoded API, by name or path)")
 
