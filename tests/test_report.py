@@ -242,6 +242,32 @@ def test_the_overview_counts_each_topics_records_as_stats_does():
     assert "<h3>Topics</h3>" not in build_report(kdissect.read_pcap(CAPTURES / "quorum_story.pcap"))
 
 
+def test_the_topics_come_from_the_values_the_findings_pass_reads(monkeypatch):
+    """The Topics table counts from the values the findings' pass reads, as a pass of its own
+    over the messages counts (`Topics.add_messages`), without decoding a body again."""
+    from kdissect.present.topic_stats import Topics
+
+    capture = kdissect.read_pcap(CAPTURES / "tansu_records.pcap")
+    expected = Topics().add_messages(capture.message_list).resolved()
+    assert expected
+    handed: dict[int, bool] = {}
+    add_message = Topics.add_message
+
+    def seen(topics: Topics, message: object, body: object = None) -> None:
+        handed[message.number] = body is not None  # type: ignore[attr-defined]
+        add_message(topics, message, body)  # type: ignore[arg-type]
+
+    made: list[Topics] = []
+    monkeypatch.setattr(Topics, "add_message", seen)
+    monkeypatch.setattr(report_module, "_topic_table", lambda topics: made.append(topics) or "")
+    build_report(capture)
+    [topics] = made
+    assert topics.resolved() == expected
+    produce_fetch = [m.number for m in capture.message_list if m.api_key in (0, 1)]
+    assert produce_fetch and all(handed[number] for number in produce_fetch)
+    assert len(handed) == len(capture)
+
+
 def test_a_tree_laid_out_from_values_goes_into_the_page_as_the_tree_does():
     """The report puts a body the fast path took into the page from its rows: the same
     compact tree (and string table) as from the interpreter's tree, on every shipped,

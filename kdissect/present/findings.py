@@ -137,6 +137,9 @@ def detector(name: str) -> Callable[[Detector], Detector]:
 
 # sees each message and its tree (None where the pass read flat values); whether it wants the next
 TreeVisitor = Callable[["Message", Node | None], bool]
+# sees every message and the flat values the pass read of it (None where it read the tree, or
+# the body is not decoded)
+ValuesVisitor = Callable[["Message", Any], None]
 
 
 def find(capture: Capture, thresholds: Thresholds | None = None,
@@ -202,14 +205,16 @@ class BodyFact:
 class Evidence:
     """What detectors read: the capture's public tables, plus facts from message bodies."""
 
-    def __init__(self, capture: Capture, thresholds: Thresholds, on_tree: TreeVisitor | None):
+    def __init__(self, capture: Capture, thresholds: Thresholds, on_tree: TreeVisitor | None,
+                 on_values: ValuesVisitor | None = None):
         self.capture = capture
         self.thresholds = thresholds
         self._on_tree = on_tree
+        self._on_values = on_values  # the report's topics, from the same values
 
     @property
     def has_visitor(self) -> bool:
-        return self._on_tree is not None
+        return self._on_tree is not None or self._on_values is not None
 
     def table(self, name: str) -> pd.DataFrame:
         frame: pd.DataFrame = getattr(self.capture, name)
@@ -232,7 +237,7 @@ class Evidence:
         where the fast path takes it and they hold every fact (no notes then), else the
         interpreter's tree with its notes."""
         facts = BodyFacts()
-        visitor = self._on_tree
+        visitor, on_values = self._on_tree, self._on_values
         for message in self.capture.message_list:
             client_id = message.client_id  # a response's is its request's
             problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
@@ -246,6 +251,8 @@ class Evidence:
                 found = _walk_body(message, tree, client_id or "")
             if visitor is not None and not visitor(message, tree):
                 visitor = None
+            if on_values is not None:
+                on_values(message, values)
             for fact in found:
                 if isinstance(fact, Note):
                     if int(fact.severity) >= _ERROR_NOTE:

@@ -41,9 +41,9 @@ from kdissect.present.summary import REQUEST_MISSING
 from kdissect.present.svgplot import Chart, Marker, Series, render
 
 if TYPE_CHECKING:
-
     from kdissect.pair.message import Message
     from kdissect.present.analysis import Capture
+    from kdissect.present.topic_stats import Topics
 
 DETAIL_MAX_FRAME = 64 * 1024  # largest message whose tree and bytes go into the page
 DETAIL_BUDGET = 64 * 1024 * 1024  # bytes of the page the messages' trees and bytes take, at most
@@ -212,8 +212,12 @@ def build_report(capture: Capture, thresholds: Thresholds | None = None,
 
 
 def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) -> str:
+    from kdissect.present.topic_stats import Topics
+
     packets = PacketData(budget=detail_budget)
-    evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail)
+    topics = Topics()  # from the values the findings' pass reads: no body decoded twice
+    evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail,
+                                        topics.add_message)
     found = findings_module.run_detectors(evidence)
     if capture.start is not None:
         packets.base_time = capture.start
@@ -222,7 +226,7 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
     page_data = {"strings": packets.strings.table(), "columns": packets.columns,
                  "base": packets.base_time, "source": _capture_name(capture)}
     sections = [
-        _overview(capture, found, packets, evidence),
+        _overview(capture, found, packets, evidence, topics),
         _findings_section(found, packets.base_time),
         _charts_section(capture, found, evidence, packets.base_time),
         _packets_section(),
@@ -269,7 +273,7 @@ def _table(headers: list[str], body_rows: list[list[str]], cls: str = "") -> str
 
 
 def _overview(capture: Capture, found: list[Finding], packets: PacketData,
-              evidence: findings_module.Evidence) -> str:
+              evidence: findings_module.Evidence, topics: Topics) -> str:
     messages = capture.message_list
     exchanges = evidence.exchanges
     span = (messages[-1].time - messages[0].time) if messages else 0.0
@@ -290,7 +294,7 @@ def _overview(capture: Capture, found: list[Finding], packets: PacketData,
     return (f"<section id='overview' class='tab'><h2>Overview</h2><table class='facts'>{fact_rows}"
             f"</table><h3>APIs</h3>{_api_table(messages, exchanges, errors)}"
             f"<h3>Clients</h3>{_client_table(exchanges)}"
-            f"{_topic_table(messages)}"
+            f"{_topic_table(topics)}"
             + "".join(f"<p class='problem'>{escape(printable(str(p)))}</p>" for p in capture.problems[:20])
             + "</section>")
 
@@ -325,12 +329,12 @@ def _client_table(exchanges: list[dict[str, Any]]) -> str:
     return _table(["client address", "client id", "answered exchanges"], body)
 
 
-def _topic_table(messages: list[Message]) -> str:
+def _topic_table(topics: Topics) -> str:
     """What was produced to and fetched from each topic, as `--stats` counts it; nothing
     when no Produce or Fetch body was decoded."""
-    from kdissect.present.topic_stats import Topics, topic_label
+    from kdissect.present.topic_stats import topic_label
 
-    rows = Topics().add_messages(messages).resolved()
+    rows = topics.resolved()
     if not rows:
         return ""
     body = []

@@ -92,12 +92,18 @@ class Topics:
     def add_messages(self, messages: Iterable[Message]) -> Topics:
         """Every message whose body counts here, decoded for it (and not kept)."""
         for message in messages:
-            key = message.api_key
-            if key == PRODUCE or (not message.is_request and (key == FETCH or key in NAMING_APIS)):
-                body = message.values(keep=False)
-                if body is not None:
-                    self.add(key, message.is_request, body)
+            self.add_message(message)
         return self
+
+    def add_message(self, message: Message, body: Values | None = None) -> None:
+        """A message, if its body counts here: `body`, its values where the caller has them
+        (a pass over every body, as the report's findings make), else decoded for it."""
+        key = message.api_key
+        if key == PRODUCE or (not message.is_request and (key == FETCH or key in NAMING_APIS)):
+            if body is None:
+                body = message.values(keep=False)
+            if body is not None:
+                self.add(key, message.is_request, body)
 
     def _topic(self, topic: Values) -> TopicStats:
         name = next((topic[f] for f in _NAME_FIELDS if isinstance(topic.get(f), str)), None)
