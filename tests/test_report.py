@@ -131,7 +131,8 @@ def test_script_json_cannot_end_its_element():
 
 @pytest.mark.parametrize("value", [
     ["AAEC", [0, 1, "</script>", 4, 2, 3, [[5, 6, "x & y", 0, 1, 3]]]],
-    ["", [0, 1, "caf\u00e9 \u2603 \U0001f600", 0, 1, 2]],  # non-ASCII: escaped as the standard library does
+    ["", [0, 1, "caf\u00e9 \u2603 \U0001f600 \U0010ffff \uffff", 0, 1, 2]],  # escaped as json escapes them
+    ["", [0, 1, "del \x7f, controls \x00\x01\x1f\n\t\b\f\r \\ \" /", 0, 1, 2]],
     ["", [0, 1, "lone \ud800 surrogate", 0, 1, 2]],  # orjson refuses it
     ["", [0, 1, "x", 2**70, 1, 2]],  # and an int beyond 64 bits
 ])
@@ -140,6 +141,17 @@ def test_a_messages_details_are_the_json_the_standard_library_writes(value):
     the same as with `json.dumps(..., ensure_ascii=True)` whatever the strings."""
     expected = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     assert report_module._ascii_json(value) == expected
+
+
+def test_random_strings_in_details_are_the_json_the_standard_library_writes():
+    import random
+
+    chance = random.Random(7)
+    pools = [(0, 0x80), (0x80, 0x800), (0x800, 0xD800), (0xE000, 0x10000), (0x10000, 0x110000)]
+    for _ in range(300):
+        text = "".join(chr(chance.randrange(*chance.choice(pools))) for _ in range(chance.randrange(12)))
+        value = ["", [0, 1, text, 0, len(text), 2, [[3, 4, text[::-1], 1, 2, 5]]]]
+        assert report_module._ascii_json(value) == json.dumps(value, ensure_ascii=True, separators=(",", ":"))
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -183,16 +184,28 @@ def script_json(value: Any) -> str:
 
 
 def _ascii_json(value: Any) -> str:
-    """`script_json`'s JSON of a message's details (strings, ints and lists, no floats):
-    orjson's where it writes ASCII (the usual page, several times faster), else the
-    standard library's, every non-ASCII character escaped."""
+    """`script_json`'s JSON of a message's details (strings, ints and lists, no floats), as
+    `json.dumps(value, ensure_ascii=True)` writes it: orjson's, several times faster, with
+    what it leaves as it is and the standard library escapes (DEL and every non-ASCII
+    character) escaped after; the standard library's for what orjson refuses."""
     try:
-        made = orjson.dumps(value)
-    except (orjson.JSONEncodeError, TypeError):
-        made = b"\x80"  # what orjson cannot write (a lone surrogate, a 65-bit int) json says
-    if made.isascii():
-        return made.decode("ascii")
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        made = orjson.dumps(value).decode("utf-8")
+    except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, an int beyond 64 bits
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    if made.isascii() and "\x7f" not in made:
+        return made
+    return _ESCAPED.sub(_escape, made)
+
+
+_ESCAPED = re.compile("[\x7f-\U0010ffff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xd800 | code >> 10:04x}\\u{0xdc00 | code & 0x3ff:04x}"  # a surrogate pair, as json writes it
 
 
 # -- building the page --------------------------------------------------------------------
