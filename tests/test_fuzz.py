@@ -241,6 +241,7 @@ def test_damaged_captures_through_the_pipeline(public_captures: Path, which: int
 
 
 CLI_OPTIONS = [["-V", "-x", "-i"], ["-T", "json"], ["--stats"], ["-T", "jsonl", "-Y", "latency_ms >= 0"],
+               ["--findings", "-T", "jsonl"],
                ["--export", "{folder}/out", "--format", "csv"], ["-t", "a", "-i"],
                ["-T", "fields", "-E", "separator=|", "-e", "key", "-e", "kafka.topic_name", "-e", "headerKey",
                 "-e", "Records", "-Y", 'kafka.message_value contains "a" || ErrorCode != 0 || compression == "gzip"']]
@@ -560,8 +561,14 @@ def test_fuzz_regression(path: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
         assert_sound(decode(case.frame, how), case.frame)
         return
     decode_capture(data)
-    for options in (["-V", "-x", "-i"], ["--stats"], ["--export", str(tmp_path / "out"), "--format", "csv"]):
+    for options in (["-V", "-x", "-i"], ["--stats"], ["--export", str(tmp_path / "out"), "--format", "csv"],
+                    ["--findings"], ["--findings", "-j", "2"]):
         assert main([str(path), *options]) in (0, 2)
+        output = capsys.readouterr()
+        assert "internal error" not in output.err
+        assert all(line.isprintable() for line in (output.out + output.err).splitlines())
+    for options in (["report", str(path), "-o", str(tmp_path / "page.html")],):
+        assert main(options) in (0, 2)
         output = capsys.readouterr()
         assert "internal error" not in output.err
         assert all(line.isprintable() for line in (output.out + output.err).splitlines())

@@ -19,7 +19,7 @@ from kdissect.parallel import MessagesToCome, _compact, _Merge, _replayed, read_
 from kdissect.present import parallel_tables
 from kdissect.present.analysis import read_pcap
 from kdissect.present.tables import TABLES
-from tests.conftest import CAPTURES
+from tests.conftest import CAPTURES, PUBLIC_CAPTURES
 from tests.test_jobs import drop_packets
 
 SHIPPED = sorted(CAPTURES.glob("*.pcap"))
@@ -147,6 +147,34 @@ def test_messages_made_while_reading_when_not_lazy_and_a_blank_filter_is_none(ma
         assert [described(m) for m in two.message_list] == [described(m) for m in one.message_list]
         same_api_tables(one, two)
         assert two._workers.early_parts is not None and two._workers.processes == []
+
+
+def test_the_reading_workers_find_the_bodies_facts_as_one_pass_does(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`findings=True` (`--findings`): each reading worker finds the facts of its share's
+    bodies; renumbered and merged, they are one pass's over the whole capture, in its order,
+    and so are the findings: on many connections, on fuzz-found captures with malformed
+    bodies, and on the third-party captures where they are."""
+    from kdissect.present import findings
+
+    paths = [many, *(str(p) for p in sorted((CAPTURES.parent / "tests" / "fuzz_regressions").glob("*.pcap")))]
+    if PUBLIC_CAPTURES.is_dir():  # group ids among them (JoinGroup, SyncGroup, LeaveGroup)
+        paths += [str(p) for p in sorted(PUBLIC_CAPTURES.glob("*.pcap*"))]
+    seen = findings.BodyFacts()
+    for path in paths:
+        one, two = read_pcap(path, jobs=1), read_pcap(path, jobs=2, findings=True)
+        expected = findings.body_facts_of(one.message_list)
+        monkeypatch.setattr(findings, "body_facts_of", None)  # no pass here: calling it fails
+        found = findings.Evidence(two, findings.Thresholds(), None).body_facts
+        monkeypatch.undo()
+        assert found == expected, path
+        for name in ("malformed", "group_ids", "max_wait_ms"):  # in message order, as one pass
+            assert list(getattr(found, name)) == list(getattr(expected, name)), (path, name)
+            getattr(seen, name).update(getattr(found, name))
+        seen.errors.extend(found.errors)
+        assert findings.find(two) == findings.find(one), path
+    assert seen.errors and seen.malformed and seen.max_wait_ms
+    same_api_tables(read_pcap(many, jobs=1), read_pcap(many, jobs=2, findings=True))
+    assert read_pcap(many, jobs=2).workers_body_facts() is None  # none found without findings=True
 
 
 def test_workers_holding_frames_end_with_the_capture(many: str) -> None:

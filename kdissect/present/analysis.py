@@ -58,6 +58,7 @@ def read_pcap(
     schemas: str | os.PathLike[str] | None = None,
     jobs: int | None = None,
     lazy: bool = True,
+    findings: bool = False,
 ) -> Capture:
     """Read a capture into a `Capture`: messages kept, tables built on demand.
 
@@ -81,7 +82,9 @@ def read_pcap(
     script the default is 1 and `jobs` is given explicitly. With several jobs and every
     message kept, the messages themselves are made when first asked for (a notebook that
     only looks at tables never pays for them); `lazy=False` makes them while the workers
-    read, which is sooner for a caller that walks every message at once.
+    read, which is sooner for a caller that walks every message at once. `findings=True`
+    (which implies `lazy=False`) has the workers also read every body for what
+    `kdissect.present.findings.find` needs of it, each its share, as `--findings` does.
     """
     from kdissect.present.filter import selector
 
@@ -98,7 +101,7 @@ def read_pcap(
     found: Iterable[Message]
     early: list[Any] = []  # the per-API tables the reading workers make (parallel_tables)
     names = [source_name(s) for s in sources]
-    if jobs > 1 and apis is None and filter is None and lazy:  # every message kept: made when first needed
+    if jobs > 1 and apis is None and filter is None and lazy and not findings:  # every message kept: made when first needed
         from kdissect.parallel import read_to_come
         from kdissect.present.parallel_tables import TableJobs, api_tables
 
@@ -114,15 +117,17 @@ def read_pcap(
         if jobs > 1:
             from kdissect.parallel import read_messages as read_in_parallel
             from kdissect.present.filter import BodyTests
-            from kdissect.present.parallel_tables import api_tables
+            from kdissect.present.parallel_tables import api_facts_and_tables, api_tables
 
             # the filter's tests on body fields run on the workers, as with `kdissect -Y`
             tests = None if filter is None else BodyTests.of(filter)
+            facts = findings and apis is None and filter is None  # what the findings read of bodies
             messages = [message for message, known in read_in_parallel(
                 sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                 report=problems.append, show_secrets=show_secrets, clock=clock, prepare=tests,
                 preload=("kdissect.present.parallel_tables", *getattr(tests, "preload", ())),
-                finish=functools.partial(api_tables, api_frames_made), finished=early.append)
+                finish=functools.partial(api_facts_and_tables if facts else api_tables, api_frames_made),
+                finished=early.append)
                 if keep(message, known)]
         else:
             found = read_messages(sources, ports=[*DEFAULT_PORTS, *ports], detect=detect,
@@ -134,7 +139,7 @@ def read_pcap(
     if early:
         from kdissect.present.parallel_tables import TableJobs
 
-        capture._workers = TableJobs(jobs, early=early[0])
+        capture._workers = TableJobs(jobs, early=early[0], facts=findings and apis is None and filter is None)
     return capture
 
 
@@ -241,6 +246,11 @@ class Capture:
             if frame is not None:
                 return frame
         return build()
+
+    def workers_body_facts(self) -> Any | None:
+        """The facts of every body the workers that read the capture found (`findings`),
+        or None where they found none."""
+        return None if self._workers is None else self._workers.body_facts(self._messages)
 
     def table(self, name: str) -> pd.DataFrame:
         """Any table by name: `messages`, `exchanges`, `fields`, or a per-API one

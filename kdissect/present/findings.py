@@ -233,41 +233,75 @@ class Evidence:
 
     @cached_property
     def body_facts(self) -> BodyFacts:
-        """Facts from one pass over every message's body (see `BodyFacts`): its flat values
-        where the fast path takes it and they hold every fact (no notes then), else the
-        interpreter's tree with its notes."""
-        facts = BodyFacts()
-        visitor, on_values = self._on_tree, self._on_values
-        for message in self.capture.message_list:
-            client_id = message.client_id  # a response's is its request's
-            problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
-            values = message.fast_values(keep=False) if _values_tell(message) else None
-            found: Iterator[BodyFact | Note]
-            if values is not None:
-                tree = None
-                found = _walk_values(message, values, client_id or "")
+        """Facts from one pass over every message's body (`body_facts_of`): the facts the
+        workers that read the capture found, where they found them and no visitor needs
+        the pass here."""
+        if self._on_tree is None and self._on_values is None:
+            found = self.capture.workers_body_facts()
+            if found is not None:
+                return found
+        return body_facts_of(self.capture.message_list, self._on_tree, self._on_values)
+
+
+def body_facts_of(messages: Iterable[Message], on_tree: TreeVisitor | None = None,
+                  on_values: ValuesVisitor | None = None) -> BodyFacts:
+    """Facts from one pass over every message's body (see `BodyFacts`): its flat values
+    where the fast path takes it and they hold every fact (no notes then), else the
+    interpreter's tree with its notes. `on_tree` and `on_values` see each message, as
+    `find` and `Evidence` say."""
+    facts = BodyFacts()
+    visitor = on_tree
+    for message in messages:
+        client_id = message.client_id  # a response's is its request's
+        problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
+        values = message.fast_values(keep=False) if _values_tell(message) else None
+        found: Iterator[BodyFact | Note]
+        if values is not None:
+            tree = None
+            found = _walk_values(message, values, client_id or "")
+        else:
+            tree = message.tree(keep=False)
+            found = _walk_body(message, tree, client_id or "")
+        if visitor is not None and not visitor(message, tree):
+            visitor = None
+        if on_values is not None:
+            on_values(message, values)
+        for fact in found:
+            if isinstance(fact, Note):
+                if int(fact.severity) >= _ERROR_NOTE:
+                    problems.append(fact.message)
+            elif fact.kind == "error":
+                facts.errors.append(fact)
+            elif fact.kind == "throttle":
+                facts.throttles.append(fact)
+            elif fact.kind == "wait":
+                facts.max_wait_ms[message.number] = int(fact.value)
             else:
-                tree = message.tree(keep=False)
-                found = _walk_body(message, tree, client_id or "")
-            if visitor is not None and not visitor(message, tree):
-                visitor = None
-            if on_values is not None:
-                on_values(message, values)
-            for fact in found:
-                if isinstance(fact, Note):
-                    if int(fact.severity) >= _ERROR_NOTE:
-                        problems.append(fact.message)
-                elif fact.kind == "error":
-                    facts.errors.append(fact)
-                elif fact.kind == "throttle":
-                    facts.throttles.append(fact)
-                elif fact.kind == "wait":
-                    facts.max_wait_ms[message.number] = int(fact.value)
-                else:
-                    facts.group_ids[message.number] = fact.topic
-            if problems:
-                facts.malformed[message.number] = sorted(set(problems))
-        return facts
+                facts.group_ids[message.number] = fact.topic
+        if problems:
+            facts.malformed[message.number] = sorted(set(problems))
+    return facts
+
+
+def renumbered_facts(parts: Sequence[tuple[BodyFacts, Any, Any]]) -> BodyFacts:
+    """The facts of several workers' shares as one pass over the whole capture finds them:
+    each part's message numbers and streams made the capture's (`numbers[n - 1]`,
+    `streams[s]`), and everything in message order."""
+    facts = BodyFacts()
+    found: dict[str, list[tuple[int, int, BodyFact]]] = {"errors": [], "throttles": []}
+    kept: dict[str, list[tuple[int, Any]]] = {"malformed": [], "group_ids": [], "max_wait_ms": []}
+    for part, numbers, streams in parts:
+        for name, items in found.items():
+            items.extend((int(numbers[f.number - 1]), position, dataclasses.replace(
+                f, number=int(numbers[f.number - 1]), stream=int(streams[f.stream])))
+                for position, f in enumerate(getattr(part, name)))
+        for name, pairs in kept.items():
+            pairs.extend((int(numbers[number - 1]), value) for number, value in getattr(part, name).items())
+    for name, items in found.items():
+        getattr(facts, name).extend(fact for _number, _position, fact in sorted(items, key=lambda i: i[:2]))
+    for name, pairs in kept.items():
+        getattr(facts, name).update(sorted(pairs, key=lambda pair: pair[0]))
+    return facts
 
 
 @dataclass(slots=True)
@@ -427,13 +461,27 @@ def rows(frame: pd.DataFrame, columns: Iterable[str]) -> list[dict[str, Any]]:
     for name in columns:
         column = frame[name]
         if isinstance(column.dtype, pd.DatetimeTZDtype):
-            seconds = (column - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
-            picked[name] = [None if v != v else float(v) for v in seconds.tolist()]
+            picked[name] = _epoch_seconds(column)
         else:
             picked[name] = [None if v is pd.NA or v is None or v != v else v
                             for v in column.astype(object).tolist()]
     names = list(picked)
     return [dict(zip(names, values, strict=True)) for values in zip(*picked.values(), strict=True)]
+
+
+def _epoch_seconds(column: pd.Series) -> list[float | None]:
+    """A time column as epoch seconds. A column of microseconds (a body's timestamps) may
+    hold times beyond what nanoseconds reach (year 2262): those are divided in their own
+    unit."""
+    import pandas as pd
+
+    try:
+        seconds = (column - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    except (pd.errors.OutOfBoundsDatetime, OverflowError):
+        per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[column.dtype.unit]
+        ticks, missing = column.array.asi8.tolist(), column.isna().tolist()
+        return [None if gone else tick / per_second for tick, gone in zip(ticks, missing, strict=True)]
+    return [None if v != v else float(v) for v in seconds.tolist()]
 
 
 def _finding(kind: str, severity: Severity, summary: str, evidence: list[dict[str, Any]],

@@ -83,9 +83,10 @@ WORKER_CPU: dict[int, float] = {}  # CPU seconds each table worker has spent, by
 class TableJobs:
     """The worker processes of one capture's tables, each keeping its runs of messages."""
 
-    def __init__(self, jobs: int, early: Finished | None = None) -> None:
+    def __init__(self, jobs: int, early: Finished | None = None, facts: bool = False) -> None:
         self.jobs = jobs
         self.early = early  # the per-API tables the reading workers make
+        self.facts = facts  # and their body facts first (`api_facts_and_tables`)
         self.early_parts: _EarlyParts | None = None
         if early is not None:
             weakref.finalize(self, early.stop)
@@ -101,12 +102,8 @@ class TableJobs:
         feed the table as it does in one process); None when it is not worth it.
         Messages still to come are made only when the reading workers' tables cannot serve."""
         del feeds  # each worker's builder chooses the messages that feed the table
-        if self.early is not None and self.early_parts is None and name in _api_table_names():
-            if isinstance(messages, list) and any(m._tree is not None for m in messages):  # the long way
-                self.early.stop()
-                self.early = None
-            else:
-                self.early_parts = _EarlyParts(self.early)
+        if name in _api_table_names():
+            self._early_parts(messages)
         if self.early_parts is not None and (early := self.early_parts.parts(name)) is not None:
             return _early_table(messages, early, dtypes)
         if not isinstance(messages, list):
@@ -121,6 +118,31 @@ class TableJobs:
         replies = self._ask(("table", builder, name, trees))
         parts = sorted((part for reply in replies for part in reply), key=lambda part: part[0])
         return concatenated([frame for _run, frame in parts], dtypes, appearance=name == "fields")
+
+    def body_facts(self, messages: list[Message] | MessagesToCome) -> Any | None:
+        """The facts of every body (`findings.BodyFacts`) the reading workers found, as one
+        pass over the capture finds them; None where they found none, or their parts are not
+        used (as for the per-API tables)."""
+        if not self.facts:
+            return None
+        self._early_parts(messages)
+        parts = None if self.early_parts is None else self.early_parts.parts(FACTS)
+        if parts is None:
+            return None
+        from kdissect.present.findings import renumbered_facts
+
+        return renumbered_facts(parts)
+
+    def _early_parts(self, messages: list[Message] | MessagesToCome) -> None:
+        """Take the reading workers' parts, unless trees were built here before the first was
+        asked for: their notes show in the tables, which are then made the long way."""
+        if self.early is None or self.early_parts is not None:
+            return
+        if isinstance(messages, list) and any(m._tree is not None for m in messages):  # the long way
+            self.early.stop()
+            self.early = None
+        else:
+            self.early_parts = _EarlyParts(self.early, {FACTS} if self.facts else set())
 
     def _start(self, messages: list[Message], definitions: tuple[DefinitionSource, ...]) -> None:
         self.stop()
@@ -180,12 +202,25 @@ def api_tables(made: Maker, messages: list[Message]) -> Iterator[tuple[str, pd.D
         yield from made(messages)
 
 
+FACTS = "body facts"  # the part of a reading worker that is no table (`api_facts_and_tables`)
+
+
+def api_facts_and_tables(made: Maker, messages: list[Message]) -> Iterator[tuple[str, Any]]:
+    """`api_tables`, after the facts of every body of the share (`findings.body_facts_of`),
+    for a caller that reads them all (`--findings`): found here, each worker its share."""
+    from kdissect.present.findings import body_facts_of
+
+    with cycle_collection_paused():
+        yield FACTS, body_facts_of(messages)
+    yield from api_tables(made, messages)
+
+
 class _EarlyParts:
     """The per-API tables the reading workers make, each worker's kept as they come, with
     its numbers of messages and of connections as arrays that give the capture's (index:
     the worker's number minus one; its index)."""
 
-    def __init__(self, early: Finished) -> None:
+    def __init__(self, early: Finished, more: set[str]) -> None:
         self.early = early
         self.numbers = [np.asarray(numbers, dtype=np.int64) for numbers in early.numbers]
         self.stream_of = []
@@ -195,7 +230,7 @@ class _EarlyParts:
             self.stream_of.append(stream_of)
         self.tables: list[dict[str, pd.DataFrame]] = [{} for _ in early.numbers]  # come, not yet asked for
         self.given: set[str] = set()  # the tables handed on (the capture keeps them)
-        self.expected = _api_table_names()  # what each worker makes
+        self.expected = _api_table_names() | more  # what each worker makes
         self.received = [0] * len(early.numbers)  # tables come from each worker
 
     def parts(self, name: str) -> list[Part] | None:
@@ -216,14 +251,14 @@ class _EarlyParts:
         CPU seconds)."""
         part = self.early.part(worker)
         if part is None:
-            raise WorkerError(f"worker {worker} ended without making every per-API table")
+            raise WorkerError(f"worker {worker} ended without making every part")
         name, table = part
         self.tables[worker][name] = table
         self.received[worker] += 1
         if self.received[worker] < len(self.expected):
             return
         if self.early.part(worker) is not None:  # its end comes right after its last table
-            raise WorkerError(f"worker {worker} sent more than the per-API tables")
+            raise WorkerError(f"worker {worker} sent more than its parts")
         if None not in self.early.ended:
             for process, seconds in zip(self.early.team.processes, self.early.cpu(), strict=True):
                 WORKER_CPU[process.pid] = seconds

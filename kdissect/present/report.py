@@ -521,7 +521,7 @@ def findings_main(argv: list[str]) -> int:
                         "object per finding, a line each")
     _common_options(parser)
     args = parser.parse_args(argv)
-    capture, thresholds = _load(parser, args)
+    capture, thresholds = _load(parser, args, findings=True)
     if capture is None:
         return 2
     found = findings_module.find(capture, thresholds)
@@ -570,8 +570,11 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
                         help="change a detector threshold; defaults: " + Thresholds.describe())
 
 
-def _load(parser: argparse.ArgumentParser, args: argparse.Namespace,
+def _load(parser: argparse.ArgumentParser, args: argparse.Namespace, *, findings: bool = False,
           ) -> tuple[Capture | None, Thresholds]:
+    """The capture the files name, its messages made while it is read (every one is walked
+    at once); with `findings` (`--findings`, which needs no page), what the findings read of
+    the bodies found by the reading workers too."""
     from kdissect.ingest.capture import CaptureError
     from kdissect.parallel import default_jobs
     from kdissect.present.analysis import read_pcap
@@ -592,8 +595,7 @@ def _load(parser: argparse.ArgumentParser, args: argparse.Namespace,
     source: Any = sys.stdin.buffer if args.files == ["-"] else args.files
     jobs = args.jobs or default_jobs(args.files)
     try:
-        # every message is walked at once: made while the workers read, not afterwards
-        return read_pcap(source, ports=args.port, jobs=jobs, lazy=False), thresholds
+        return read_pcap(source, ports=args.port, jobs=jobs, lazy=False, findings=findings), thresholds
     except (CaptureError, OSError) as exc:
         name = "standard input" if args.files == ["-"] else ", ".join(args.files)
         print(f"kdissect: {name}: {exc}", file=sys.stderr)
