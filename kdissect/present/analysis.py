@@ -101,6 +101,7 @@ def read_pcap(
     found: Iterable[Message]
     early: list[Any] = []  # the per-API tables the reading workers make (parallel_tables)
     names = [source_name(s) for s in sources]
+    facts = findings and apis is None and filter is None  # the workers find what findings read of bodies
     if jobs > 1 and apis is None and filter is None and lazy and not findings:  # every message kept: made when first needed
         from kdissect.parallel import read_to_come
         from kdissect.present.parallel_tables import TableJobs, api_tables
@@ -121,7 +122,6 @@ def read_pcap(
 
             # the filter's tests on body fields run on the workers, as with `kdissect -Y`
             tests = None if filter is None else BodyTests.of(filter)
-            facts = findings and apis is None and filter is None  # what the findings read of bodies
             messages = [message for message, known in read_in_parallel(
                 sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                 report=problems.append, show_secrets=show_secrets, clock=clock, prepare=tests,
@@ -139,7 +139,7 @@ def read_pcap(
     if early:
         from kdissect.present.parallel_tables import TableJobs
 
-        capture._workers = TableJobs(jobs, early=early[0], facts=findings and apis is None and filter is None)
+        capture._workers = TableJobs(jobs, early=early[0], facts=facts)
     return capture
 
 
