@@ -19,6 +19,7 @@ from kdissect.parallel import MessagesToCome, _compact, _Merge, _replayed, read_
 from kdissect.present import parallel_tables
 from kdissect.present.analysis import read_pcap
 from kdissect.present.tables import TABLES
+from kdissect.present.topic_stats import Topics
 from tests.conftest import CAPTURES, PUBLIC_CAPTURES
 from tests.test_jobs import drop_packets
 
@@ -172,9 +173,44 @@ def test_the_reading_workers_find_the_bodies_facts_as_one_pass_does(many: str, m
             getattr(seen, name).update(getattr(found, name))
         seen.errors.extend(found.errors)
         assert findings.find(two) == findings.find(one), path
+        counted = two.workers_topics()  # from the same pass over the bodies, merged
+        assert counted is not None and counted.resolved() == Topics().add_messages(one.message_list).resolved()
     assert seen.errors and seen.malformed and seen.max_wait_ms
     same_api_tables(read_pcap(many, jobs=1), read_pcap(many, jobs=2, findings=True))
     assert read_pcap(many, jobs=2).workers_body_facts() is None  # none found without findings=True
+
+
+def test_the_report_of_two_jobs_is_the_page_of_one(many: str) -> None:
+    """The report takes the facts and topics the reading workers found, and makes only
+    the page's trees here: the same page as one process's single pass."""
+    from kdissect.present.report import build_report
+
+    two = read_pcap(many, jobs=2, findings=True)
+    assert two.workers_find_facts()
+    assert build_report(two) == build_report(read_pcap(many, jobs=1))
+
+
+def test_topics_merge_as_one_pass_counts_them(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An id named differently in two shares takes the name of the later message; a share
+    that reached the bound on topics kept cannot be merged (None: counted again whole)."""
+    from kdissect.present import topic_stats
+    from kdissect.present.topic_stats import merged_topics
+
+    def share(name: str, number: int) -> Topics:
+        topics = Topics()
+        topics.names["id-1"], topics.named["id-1"] = name, number
+        topics.topics[(None, "id-1")] = topic_stats.TopicStats(topic_stats.Flow(1, 2, 3, 0), topic_stats.Flow())
+        return topics
+
+    numbers = [[5, 9], [7, 8]]  # the capture's number of each share's first and second message
+    merged = merged_topics([(share("early", 1), numbers[0]), (share("late", 1), numbers[1])])
+    assert merged is not None and merged.names == {"id-1": "late"}  # message 7 after message 5
+    [(name, topic_id, stats)] = merged.resolved()
+    assert (name, topic_id, stats.produced.records) == ("late", None, 4)
+    merged = merged_topics([(share("early", 2), numbers[0]), (share("late", 1), numbers[1])])
+    assert merged is not None and merged.names == {"id-1": "early"}  # message 9 after message 7
+    monkeypatch.setattr(topic_stats, "_MAX_TOPICS", 1)
+    assert merged_topics([(share("early", 1), numbers[0])]) is None
 
 
 def test_workers_holding_frames_end_with_the_capture(many: str) -> None:

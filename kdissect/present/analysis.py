@@ -247,10 +247,22 @@ class Capture:
                 return frame
         return build()
 
+    def workers_find_facts(self) -> bool:
+        """Whether the workers that read the capture find the facts of its bodies
+        (`read_pcap(..., findings=True)` with several jobs), without waiting for them."""
+        return self._workers is not None and self._workers.facts
+
     def workers_body_facts(self) -> Any | None:
         """The facts of every body the workers that read the capture found (`findings`),
         or None where they found none."""
-        return None if self._workers is None else self._workers.body_facts(self._messages)
+        found = None if self._workers is None else self._workers.body_facts(self._messages)
+        return None if found is None else found[0]
+
+    def workers_topics(self) -> Any | None:
+        """The topics the workers that read the capture counted from the same bodies
+        (`topic_stats.Topics`), or None where they counted none."""
+        found = None if self._workers is None else self._workers.body_facts(self._messages)
+        return None if found is None else found[1]
 
     def table(self, name: str) -> pd.DataFrame:
         """Any table by name: `messages`, `exchanges`, `fields`, or a per-API one

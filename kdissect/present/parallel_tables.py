@@ -87,6 +87,7 @@ class TableJobs:
         self.jobs = jobs
         self.early = early  # the per-API tables the reading workers make
         self.facts = facts  # and their body facts first (`api_facts_and_tables`)
+        self.found: tuple[Any, Any] | None = None  # those facts, once taken
         self.early_parts: _EarlyParts | None = None
         if early is not None:
             weakref.finalize(self, early.stop)
@@ -119,19 +120,21 @@ class TableJobs:
         parts = sorted((part for reply in replies for part in reply), key=lambda part: part[0])
         return concatenated([frame for _run, frame in parts], dtypes, appearance=name == "fields")
 
-    def body_facts(self, messages: list[Message] | MessagesToCome) -> Any | None:
-        """The facts of every body (`findings.BodyFacts`) the reading workers found, as one
-        pass over the capture finds them; None where they found none, or their parts are not
-        used (as for the per-API tables)."""
-        if not self.facts:
-            return None
-        self._early_parts(messages)
-        parts = None if self.early_parts is None else self.early_parts.parts(FACTS)
-        if parts is None:
-            return None
-        from kdissect.present.findings import renumbered_facts
+    def body_facts(self, messages: list[Message] | MessagesToCome) -> tuple[Any, Any] | None:
+        """The facts of every body (`findings.BodyFacts`) and the topics (`topic_stats.Topics`,
+        None where they cannot be merged) the reading workers found, as one pass over the
+        capture finds them; None where they found none, or their parts are not used (as for
+        the per-API tables)."""
+        if self.found is None and self.facts:
+            self._early_parts(messages)
+            parts = None if self.early_parts is None else self.early_parts.parts(FACTS)
+            if parts is not None:
+                from kdissect.present.findings import renumbered_facts
+                from kdissect.present.topic_stats import merged_topics
 
-        return renumbered_facts(parts)
+                self.found = (renumbered_facts([(facts, numbers, streams) for (facts, _), numbers, streams in parts]),
+                              merged_topics([(topics, numbers) for (_, topics), numbers, _streams in parts]))
+        return self.found
 
     def _early_parts(self, messages: list[Message] | MessagesToCome) -> None:
         """Take the reading workers' parts, unless trees were built here before the first was
@@ -206,12 +209,15 @@ FACTS = "body facts"  # the part of a reading worker that is no table (`api_fact
 
 
 def api_facts_and_tables(made: Maker, messages: list[Message]) -> Iterator[tuple[str, Any]]:
-    """`api_tables`, after the facts of every body of the share (`findings.body_facts_of`),
-    for a caller that reads them all (`--findings`): found here, each worker its share."""
+    """`api_tables`, after the facts of every body of the share (`findings.body_facts_of`)
+    and the topics counted from the same values (`topic_stats.Topics`), for a caller that
+    reads them all (`--findings`, the report): found here, each worker its share."""
     from kdissect.present.findings import body_facts_of
+    from kdissect.present.topic_stats import Topics
 
     with cycle_collection_paused():
-        yield FACTS, body_facts_of(messages)
+        topics = Topics()
+        yield FACTS, (body_facts_of(messages, on_values=topics.add_message), topics)
     yield from api_tables(made, messages)
 
 

@@ -228,10 +228,21 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
     from kdissect.present.topic_stats import Topics
 
     packets = PacketData(budget=detail_budget)
-    topics = Topics()  # from the values the findings' pass reads: no body decoded twice
-    evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail,
-                                        topics.add_message)
+    topics: Topics | None
+    if capture.workers_find_facts():
+        # the reading workers find the bodies' facts and count the topics meanwhile
+        for message in capture.message_list:
+            if not packets.add_detail(message, None):
+                break
+        evidence = findings_module.Evidence(capture, thresholds or Thresholds(), None)
+        topics = capture.workers_topics()
+    else:  # one pass over the bodies here: the facts, the page's trees, the topics' values
+        topics = Topics()
+        evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail,
+                                            topics.add_message)
     found = findings_module.run_detectors(evidence)
+    if topics is None:  # the workers' counts could not be merged, or their facts not used
+        topics = Topics().add_messages(capture.message_list)
     if capture.start is not None:
         packets.base_time = capture.start
     for message in capture.message_list:
@@ -521,7 +532,7 @@ def findings_main(argv: list[str]) -> int:
                         "object per finding, a line each")
     _common_options(parser)
     args = parser.parse_args(argv)
-    capture, thresholds = _load(parser, args, findings=True)
+    capture, thresholds = _load(parser, args)
     if capture is None:
         return 2
     found = findings_module.find(capture, thresholds)
@@ -570,11 +581,10 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
                         help="change a detector threshold; defaults: " + Thresholds.describe())
 
 
-def _load(parser: argparse.ArgumentParser, args: argparse.Namespace, *, findings: bool = False,
+def _load(parser: argparse.ArgumentParser, args: argparse.Namespace,
           ) -> tuple[Capture | None, Thresholds]:
     """The capture the files name, its messages made while it is read (every one is walked
-    at once); with `findings` (`--findings`, which needs no page), what the findings read of
-    the bodies found by the reading workers too."""
+    at once), and what the findings read of the bodies found by the reading workers."""
     from kdissect.ingest.capture import CaptureError
     from kdissect.parallel import default_jobs
     from kdissect.present.analysis import read_pcap
@@ -595,7 +605,7 @@ def _load(parser: argparse.ArgumentParser, args: argparse.Namespace, *, findings
     source: Any = sys.stdin.buffer if args.files == ["-"] else args.files
     jobs = args.jobs or default_jobs(args.files)
     try:
-        return read_pcap(source, ports=args.port, jobs=jobs, lazy=False, findings=findings), thresholds
+        return read_pcap(source, ports=args.port, jobs=jobs, findings=True), thresholds
     except (CaptureError, OSError) as exc:
         name = "standard input" if args.files == ["-"] else ", ".join(args.files)
         print(f"kdissect: {name}: {exc}", file=sys.stderr)

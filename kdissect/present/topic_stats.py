@@ -68,6 +68,8 @@ class Topics:
     def __init__(self) -> None:
         self.topics: dict[tuple[str | None, str | None], TopicStats] = {}  # (name, id)
         self.names: dict[str, str] = {}  # topic id text -> name, from any answer
+        self.named: dict[str, int] = {}  # topic id text -> the message that last named it
+        self._number = 0  # the message being added, where known
 
     def add(self, api_key: int | None, is_request: bool, body: Values) -> None:
         """One decoded body; bodies of other APIs only lend names to topic ids."""
@@ -103,6 +105,7 @@ class Topics:
             if body is None:
                 body = message.values(keep=False)
             if body is not None:
+                self._number = message.number
                 self.add(key, message.is_request, body)
 
     def _topic(self, topic: Values) -> TopicStats:
@@ -122,6 +125,13 @@ class Topics:
             topic_id, name = uuid_text(topic.get("TopicId")), topic.get("Name")
             if topic_id is not None and isinstance(name, str):
                 self.names[topic_id] = name
+                self.named[topic_id] = self._number
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the bound on topics kept has changed what was counted (`merged_topics`
+        cannot merge such counts as one pass over the whole capture makes them)."""
+        return (None, None) in self.topics or len(self.names) >= _MAX_TOPICS
 
     def resolved(self) -> list[tuple[str | None, str | None, TopicStats]]:
         """(name, id, stats) per topic, ids named where an answer told the name (and merged
@@ -156,6 +166,29 @@ class Topics:
     def as_dicts(self) -> list[dict[str, Any]]:
         return [{"topic_name": name, "topic_id": topic_id, "produced": stats.produced.as_dict(),
                  "fetched": stats.fetched.as_dict()} for name, topic_id, stats in self.resolved()]
+
+
+def merged_topics(parts: Iterable[tuple[Topics, Any]]) -> Topics | None:
+    """The topics of several workers' shares (each with the array of the capture's number
+    of each of its messages) as one pass over the whole capture counts them: flows added,
+    an id named as the message that named it last did. None where a share reached the
+    bound on topics kept."""
+    whole = Topics()
+    last: dict[str, int] = {}
+    for topics, numbers in parts:
+        if topics.bounded:
+            return None
+        for key, stats in topics.topics.items():
+            seen = whole.topics.get(key)
+            whole.topics[key] = stats if seen is None else TopicStats(
+                seen.produced.merged(stats.produced), seen.fetched.merged(stats.fetched))
+        for topic_id, name in topics.names.items():
+            number = int(numbers[topics.named[topic_id] - 1])
+            if number > last.get(topic_id, 0):
+                whole.names[topic_id], last[topic_id] = name, number
+    if whole.bounded or len(whole.topics) > _MAX_TOPICS:  # one pass would have bounded them
+        return None
+    return whole
 
 
 def topic_label(name: str | None, topic_id: str | None, *, quoted: bool) -> str:
