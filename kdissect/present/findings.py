@@ -286,22 +286,24 @@ def body_facts_of(messages: Iterable[Message], on_tree: TreeVisitor | None = Non
 def renumbered_facts(parts: Sequence[tuple[BodyFacts, Any, Any]]) -> BodyFacts:
     """The facts of several workers' shares as one pass over the whole capture finds them:
     each part's message numbers and streams made the capture's (`numbers[n - 1]`,
-    `streams[s]`), and everything in message order."""
+    `streams[s]`), and everything in message order (a message's facts, all from one worker,
+    keep theirs: the sort is stable)."""
     facts = BodyFacts()
-    found: dict[str, list[tuple[int, int, BodyFact]]] = {"errors": [], "throttles": []}
-    kept: dict[str, list[tuple[int, Any]]] = {"malformed": [], "group_ids": [], "max_wait_ms": []}
     for part, numbers, streams in parts:
-        for name, items in found.items():
-            items.extend((int(numbers[f.number - 1]), position, dataclasses.replace(
-                f, number=int(numbers[f.number - 1]), stream=int(streams[f.stream])))
-                for position, f in enumerate(getattr(part, name)))
-        for name, pairs in kept.items():
-            pairs.extend((int(numbers[number - 1]), value) for number, value in getattr(part, name).items())
-    for name, items in found.items():
-        getattr(facts, name).extend(fact for _number, _position, fact in sorted(items, key=lambda i: i[:2]))
-    for name, pairs in kept.items():
-        getattr(facts, name).update(sorted(pairs, key=lambda pair: pair[0]))
+        for name in _FACT_LISTS:
+            getattr(facts, name).extend(dataclasses.replace(
+                f, number=int(numbers[f.number - 1]), stream=int(streams[f.stream])) for f in getattr(part, name))
+        for name in _FACT_MAPS:
+            getattr(facts, name).update((int(numbers[n - 1]), value) for n, value in getattr(part, name).items())
+    for name in _FACT_LISTS:
+        getattr(facts, name).sort(key=lambda fact: fact.number)
+    for name in _FACT_MAPS:
+        setattr(facts, name, dict(sorted(getattr(facts, name).items())))
     return facts
+
+
+_FACT_LISTS = ("errors", "throttles")  # of `BodyFacts`: facts in a list, and facts by message number
+_FACT_MAPS = ("malformed", "group_ids", "max_wait_ms")
 
 
 @dataclass(slots=True)

@@ -61,6 +61,9 @@ class TopicStats:
     produced: Flow
     fetched: Flow
 
+    def merged(self, other: TopicStats) -> TopicStats:
+        return TopicStats(self.produced.merged(other.produced), self.fetched.merged(other.fetched))
+
 
 class Topics:
     """Per topic, by name or (for a topic seen only by id) by id text."""
@@ -69,10 +72,10 @@ class Topics:
         self.topics: dict[tuple[str | None, str | None], TopicStats] = {}  # (name, id)
         self.names: dict[str, str] = {}  # topic id text -> name, from any answer
         self.named: dict[str, int] = {}  # topic id text -> the message that last named it
-        self._number = 0  # the message being added, where known
 
-    def add(self, api_key: int | None, is_request: bool, body: Values) -> None:
-        """One decoded body; bodies of other APIs only lend names to topic ids."""
+    def add(self, api_key: int | None, is_request: bool, body: Values, number: int = 0) -> None:
+        """One decoded body (of message `number`, where known); bodies of other APIs only
+        lend names to topic ids."""
         if api_key == PRODUCE and is_request:
             for topic in items(body, "TopicData"):
                 flow = self._topic(topic).produced
@@ -89,7 +92,7 @@ class Topics:
                     flow.add_records(partition.get("Records"))
                     flow.errors += bool(partition.get("ErrorCode"))
         elif not is_request and api_key in NAMING_APIS:
-            self._learn_names(body)
+            self._learn_names(body, number)
 
     def add_messages(self, messages: Iterable[Message]) -> Topics:
         """Every message whose body counts here, decoded for it (and not kept)."""
@@ -105,8 +108,7 @@ class Topics:
             if body is None:
                 body = message.values(keep=False)
             if body is not None:
-                self._number = message.number
-                self.add(key, message.is_request, body)
+                self.add(key, message.is_request, body, message.number)
 
     def _topic(self, topic: Values) -> TopicStats:
         name = next((topic[f] for f in _NAME_FIELDS if isinstance(topic.get(f), str)), None)
@@ -118,14 +120,14 @@ class Topics:
             found = self.topics[key] = TopicStats(Flow(), Flow())
         return found
 
-    def _learn_names(self, body: Values) -> None:
+    def _learn_names(self, body: Values, number: int) -> None:
         if len(self.names) >= _MAX_TOPICS:
             return
         for topic in items(body, "Topics"):
             topic_id, name = uuid_text(topic.get("TopicId")), topic.get("Name")
             if topic_id is not None and isinstance(name, str):
                 self.names[topic_id] = name
-                self.named[topic_id] = self._number
+                self.named[topic_id] = number
 
     @property
     def bounded(self) -> bool:
@@ -141,8 +143,7 @@ class Topics:
             if name is None and topic_id in self.names:
                 name, topic_id = self.names[topic_id], None
             seen = merged.get((name, topic_id))
-            merged[(name, topic_id)] = stats if seen is None else TopicStats(
-                seen.produced.merged(stats.produced), seen.fetched.merged(stats.fetched))
+            merged[(name, topic_id)] = stats if seen is None else seen.merged(stats)
         return sorted(((name, topic_id, stats) for (name, topic_id), stats in merged.items()),
                       key=lambda t: (-(t[2].produced.bytes + t[2].fetched.bytes), t[0] or "", t[1] or ""))
 
@@ -180,8 +181,7 @@ def merged_topics(parts: Iterable[tuple[Topics, Any]]) -> Topics | None:
             return None
         for key, stats in topics.topics.items():
             seen = whole.topics.get(key)
-            whole.topics[key] = stats if seen is None else TopicStats(
-                seen.produced.merged(stats.produced), seen.fetched.merged(stats.fetched))
+            whole.topics[key] = stats if seen is None else seen.merged(stats)
         for topic_id, name in topics.names.items():
             number = int(numbers[topics.named[topic_id] - 1])
             if number > last.get(topic_id, 0):
