@@ -72,7 +72,10 @@ as they come, with the capture's number of each message and index of each connec
 events once its share is read, at once (the keys of its frames as one array, which the
 parent puts in order at numpy's speed: while the workers read, the parent does nothing
 that would take a core from them); the messages are made from them, by the same merge,
-when first asked for (`MessagesToCome`). As a `prepare` that decodes bodies, `finish` is
+when first asked for (`MessagesToCome`); a worker asked for its frames sends them between
+two of its parts, or sooner where its `finish` calls `serve_waiting`, and, given an
+`answer`, keeps its share for requests after that (`Finished.answers`: `read_pcap`'s other
+tables). As a `prepare` that decodes bodies, `finish` is
 first run by the parent on the capture's first kilobytes' messages (`warm`), while a
 forked child makes the share plan. `progress` hears of the bytes of packet records read, as
 far as the merge has come (the command's progress bar).
@@ -106,6 +109,7 @@ least `PARALLEL_BYTES` (below that, starting the workers costs more than they ga
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import heapq
 import importlib
@@ -204,6 +208,19 @@ Batch = list[tuple[Key, str, Any]]  # events of one worker, as it sends them
 # the keys of its frames, in its order (an int64 array of five columns, or a list of keys),
 # and its other events.
 Kept = tuple[Any, Batch]
+# What answers the parent's requests of a worker holding its share (`read_to_come`): its messages
+# and the request -> the answer (for `read_pcap`, a table over the share).
+Answer = Callable[[list[Message], Any], Any]
+_REPLIES = frozenset({"held", "held_end", "answer", "failed"})  # what such a worker sends when asked
+_waiting: Callable[[], None] | None = None  # in such a worker while it makes its parts: `serve_waiting`
+
+
+def serve_waiting() -> None:
+    """In a worker making its parts over a held share (`read_to_come`'s `finish`): answer now
+    what the parent has asked meanwhile (its frames, a table), rather than after the last
+    part; elsewhere nothing. Long work in a `finish` calls it now and then."""
+    if _waiting is not None:
+        _waiting()
 
 
 class WorkerError(RuntimeError):
@@ -333,6 +350,7 @@ def read_to_come(
     show_secrets: bool = False,
     preload: Iterable[str] = (),
     finish: Finish,
+    answer: Answer | None = None,
     clock: CaptureClock | None = None,
 ) -> tuple[MessagesToCome, Finished]:
     """`read_messages` with `finish`, for a caller that may never need the messages
@@ -345,14 +363,21 @@ def read_to_come(
     (for `Finished`), the capture-level notes to `report`, in one process's order. Raises
     CaptureError and WorkerError as `read_messages` does, once every worker has read its
     share.
+
+    Asked for its frames, a worker sends them as soon as the part in hand is made (a
+    `finish` calls `serve_waiting` now and then: sooner still). Given `answer` (a picklable
+    function of a share's messages, numbered within the worker, and a request), the
+    workers keep their shares after their parts and frames, for `Finished.answers`, until
+    `Finished.stop` (for `read_pcap`, the tables that are not per-API: no message need be
+    made here, nor sent to other processes, for them).
     """
     if not 1 < jobs <= MAX_JOBS:
         raise ValueError(f"jobs must be 2 to {MAX_JOBS} here, not {jobs}")
     paths = [os.fspath(s) for s in sources]  # type: ignore[arg-type]
     options = {"ports": frozenset(ports), "detect": detect, "max_frame_size": MAX_FRAME_SIZE,
                "max_held": MAX_HELD_BYTES, "show_secrets": show_secrets, "names": paths,
-               "definitions": portable_definitions(), "hold": True}
-    context = worker_context(finish, *preload)
+               "definitions": portable_definitions(), "hold": True, "answer": answer}
+    context = worker_context(finish, answer, *preload)
     plan = _warmed(context, paths, jobs, options, finish=finish)
     team = _Team(paths, jobs, options, None, finish, context, ahead=0, duplex=True, plan=plan)
     try:
@@ -367,19 +392,23 @@ def read_to_come(
         workers = ", ".join(f"{s.get('cpu', 0.0):.2f}" for s in team.summaries)
         print(f"kdissect: CPU seconds: parent {time.process_time():.2f}, workers {workers}", file=sys.stderr)
     finished = Finished(team, merged)
-    finished.keep = True  # the workers still hold the frames: `MessagesToCome` ends them
-    return MessagesToCome(team, kept), finished
+    # the workers still hold the frames: `MessagesToCome` ends them, or, where they answer on
+    # once it has the frames, whoever holds `finished` (`Finished.stop`)
+    finished.keep = True
+    finished.answered = answer is not None
+    return MessagesToCome(team, kept, answers=answer is not None), finished
 
 
 class MessagesToCome:
     """The messages of a capture the workers read (`read_to_come`), made from what they
     sent, by the same merge as `read_messages`, when first asked for."""
 
-    def __init__(self, team: _Team, kept: list[Kept]) -> None:
+    def __init__(self, team: _Team, kept: list[Kept], answers: bool = False) -> None:
         self.team, self.kept = team, kept
         self.count = sum(len(frames) for frames, _others in kept)
         self.messages: list[Message] | None = None
-        weakref.finalize(self, team.stop)
+        self.answers = answers  # the workers answer on once their frames are sent: kept running
+        self.ending = weakref.finalize(self, team.stop)
 
     def __len__(self) -> int:
         return self.count
@@ -391,8 +420,13 @@ class MessagesToCome:
             merged = _Merge(self.team, None, _skip, None, {})
             with cycle_collection_paused():
                 try:
-                    held = [self.team.held(index) for index in range(len(self.kept))]
-                finally:
+                    held = self.team.held()
+                except BaseException:
+                    self.team.stop()
+                    raise
+                if self.answers:
+                    self.ending.detach()
+                else:
                     self.team.stop()
                 streams = [_replayed(worker, kept, held[worker]) for worker, kept in enumerate(self.kept)]
                 self.messages = list(pair_messages(merged.messages(streams)))
@@ -414,6 +448,7 @@ class Finished:
             self.streams[worker][local] = connection.index
         self.ended: list[float | None] = [None] * len(team.pipes)  # each worker's CPU seconds once it sent all
         self.keep = False  # whether the workers outlive their parts (`read_to_come`)
+        self.answered = False  # whether they answer requests then (`read_to_come`'s `answer`)
 
     def part(self, worker: int) -> Any | None:
         """The next part `worker` made, waited for; None once it has sent them all. The
@@ -436,6 +471,24 @@ class Finished:
         """CPU seconds each worker that has sent every part spent in `finish`."""
         return [cpu - summary.get("cpu", 0.0) for cpu, summary in zip(self.ended, self.team.summaries, strict=True)
                 if cpu is not None]
+
+    def answers(self, requests: Sequence[Any]) -> list[Any]:
+        """Each worker's answer to its request (`requests`: one per worker, in order), by
+        `read_to_come`'s `answer` over its share, asked of every worker at once; a failure
+        stops them all, and raises."""
+        team = self.team
+        try:
+            for index, request in enumerate(requests):
+                team.ask(index, ("ask", request))
+            return [team.reply(index)[1] for index in range(len(team.pipes))]
+        except BaseException:
+            team.stop()
+            raise
+
+    def answering(self) -> bool:
+        """Whether the workers answer requests (`answers`): they hold their shares, and have
+        not been stopped."""
+        return self.answered and not self.team.stopping.is_set()
 
     def stop(self) -> None:
         self.team.stop()
@@ -586,6 +639,10 @@ class _Team:
         if ahead is None:
             ahead = LIGHT_AHEAD_BATCHES if self.light else AHEAD_BATCHES
         self.ahead = [queue.Queue[tuple[str, Any]](ahead) for _ in range(jobs)]  # 0: no bound
+        # A worker that holds its share (`read_to_come`) answers requests until it is stopped:
+        # its replies (`_REPLIES`) go here, and its reader reads on after its last part.
+        self.serving = bool(options.get("hold"))
+        self.replies = [queue.Queue[tuple[str, Any]]() for _ in range(jobs)]
         self.stopping = threading.Event()
         self.readers = [threading.Thread(target=self._read, args=(index,), daemon=True,
                                          name=f"kdissect-reader-{index}") for index in range(jobs)]
@@ -601,13 +658,21 @@ class _Team:
                 item = ("gone", None)
             except Exception as problem:  # what it sent cannot be rebuilt here: said, not waited for
                 item = ("error", f"what it sent cannot be read: {type(problem).__name__}: {problem}")
+            kind = item[0]
+            if kind in _REPLIES:
+                self.replies[index].put(item)
+                continue
             while not self.stopping.is_set():
                 try:
                     ahead.put(item, timeout=0.1)
                     break
                 except queue.Full:
                     continue
-            if item[0] not in ("events", "lights", "keys", "part") and not (item[0] == "end" and self.finishing):
+            if kind in ("gone", "error", "capture_error"):
+                self.replies[index].put(item)  # for a request waiting for its reply
+                return
+            if kind not in ("events", "lights", "keys", "part") and not (kind == "end" and self.finishing) \
+                    and not (kind == "finished" and self.serving):
                 return
 
     def events(self, index: int) -> Iterator[tuple[Key, int, str, Any]]:
@@ -659,33 +724,50 @@ class _Team:
                 raise CaptureError(payload)
             raise WorkerError(f"worker {index} failed: {payload}")
 
-    def held(self, index: int) -> list[Any]:
-        """The frame events worker `index` held back (`_Worker._serve_held`), in its order."""
-        pipe = self.pipes[index]
-        found: list[Any] = []
-        self.readers[index].join()  # its reader ends with the worker's tables (or its end)
+    def held(self) -> list[list[Any]]:
+        """The frame events each worker held back (`_Worker._serve`), in its order: asked of
+        every worker at once, each answering as soon as its part in hand is made."""
+        for index in range(len(self.pipes)):
+            self.ask(index, "held")
+        found: list[list[Any]] = [[] for _ in self.pipes]
+        for index, events in enumerate(found):
+            while (reply := self.reply(index))[0] == "held":
+                events += reply[1]
+        return found
+
+    def ask(self, index: int, request: Any) -> None:
+        """Send worker `index`, which holds its share, a request: "held" or ("ask", what its
+        answer function is given); `reply` waits for what it sends back."""
         try:
-            pipe.send("held")
-            while True:
-                kind, payload = pipe.recv()
-                if kind == "held_end":
-                    return found
-                if kind != "held":
-                    raise WorkerError(f"worker {index} failed: {payload}")
-                found += payload
-        except (EOFError, OSError):
+            self.pipes[index].send(request)
+        except OSError:
             raise died(f"worker {index}", self.processes[index], "its share") from None
+
+    def reply(self, index: int) -> tuple[str, Any]:
+        """The next reply of worker `index` (`_REPLIES`); WorkerError if it failed or died."""
+        kind, payload = self._next(index, self.replies[index], "replied")
+        if kind == "gone":
+            raise died(f"worker {index}", self.processes[index], "its share")
+        if kind == "capture_error":
+            raise CaptureError(payload)
+        if kind in ("error", "failed"):
+            raise WorkerError(f"worker {index} failed: {payload}")
+        return kind, payload
+
+    def _next(self, index: int, box: queue.Queue[tuple[str, Any]], awaited: str) -> tuple[str, Any]:
+        """The next item of one of worker `index`'s queues, waited for as long as its reader
+        may still put one there."""
+        while True:
+            try:
+                return box.get(timeout=0.5)
+            except queue.Empty:
+                if self.stopping.is_set() or (not self.readers[index].is_alive() and box.empty()):
+                    raise WorkerError(f"worker {index} was stopped before it {awaited}") from None
 
     def finished(self, index: int) -> tuple[str, Any]:
         """The next of what worker `index` sends after its summary: ("part", a part its
         `finish` made), then ("finished", its CPU seconds)."""
-        while True:
-            try:
-                kind, payload = self.ahead[index].get(timeout=0.5)
-                break
-            except queue.Empty:
-                if self.stopping.is_set() or (not self.readers[index].is_alive() and self.ahead[index].empty()):
-                    raise WorkerError(f"worker {index} was stopped before it finished") from None
+        kind, payload = self._next(index, self.ahead[index], "finished")
         if kind == "part" or kind == "finished":
             return kind, payload
         if kind == "gone":
@@ -870,6 +952,7 @@ class _Worker:
         self.spooled = bool(getattr(prepare, "spooled", False))
         self.light = _light(prepare, options)  # frames go light, in "lights" batches (`kdissect.light`)
         self.kept: list[Message] = []  # with `finish`: every message of the share
+        self.share: list[Message] = []  # those messages, kept for the answers (`_serve`)
         self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
         self.options = options
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
@@ -916,24 +999,60 @@ class _Worker:
                                 "ports": [(port, count, kafka.ports_seen.get(port, 0))
                                           for port, count in kafka.tcp_ports.items()]}))
         if self.finish is not None:
-            kept, self.kept = self.kept, []
-            for part in self.finish(kept):
-                self.pipe.send(("part", part))
-            self.pipe.send(("finished", time.process_time()))
+            self._finish()
         if self.held is not None:
-            self._serve_held()
+            self._serve(wait=True)
 
-    def _serve_held(self) -> None:
-        """Wait until the parent asks for the frame events held back, then send them
-        (in batches, then "held_end"); or until the parent closes the pipe."""
+    def _finish(self) -> None:
+        """The parts `finish` makes of the share, each sent as made; a worker that holds its
+        share answers what the parent asks meanwhile (`serve_waiting`), and keeps the share
+        for what it asks later."""
+        global _waiting
+        kept, self.kept = self.kept, []
+        if self.held is not None:
+            self.share = kept
+            _waiting = self._serve
         try:
-            self.pipe.recv()
-        except (EOFError, OSError):
-            return
-        held, self.held = self.held or [], None
-        for start in range(0, len(held), BATCH_EVENTS):
-            self.pipe.send(("held", held[start:start + BATCH_EVENTS]))
-        self.pipe.send(("held_end", None))
+            for part in self.finish(kept):  # type: ignore[misc]
+                self.pipe.send(("part", part))
+                serve_waiting()
+        finally:
+            _waiting = None
+        self.pipe.send(("finished", time.process_time()))
+
+    def _serve(self, wait: bool = False) -> None:
+        """What the parent asked of a held share (`read_to_come`): its frame events ("held":
+        sent in batches, then "held_end"), or ("ask", request): ("answer", what the answer
+        function of the options makes of the share and the request), or ("failed", why).
+        All it asked so far; with `wait`, all it asks until it closes the pipe."""
+        global _waiting
+        pipe, waiting, _waiting = self.pipe, _waiting, None  # an answer's own calls: not again
+        try:
+            self._answer_requests(pipe, wait)
+        finally:
+            _waiting = waiting
+
+    def _answer_requests(self, pipe: Pipe, wait: bool) -> None:
+        while wait or pipe.poll():
+            try:
+                request = pipe.recv()
+            except (EOFError, OSError):
+                return  # the parent is done with the share (without `wait`, it stops this worker)
+            if request == "held":
+                held, self.held = self.held or [], []
+                for start in range(0, len(held), BATCH_EVENTS):
+                    pipe.send(("held", held[start:start + BATCH_EVENTS]))
+                pipe.send(("held_end", None))
+                continue
+            answering = self.options.get("answer")
+            try:  # in a context of its own: as if nothing else were under way (`records_unexpanded`)
+                if answering is None:
+                    raise ValueError(f"nothing here answers {request!r}")
+                answer = contextvars.Context().run(answering, self.share, request[1])
+            except Exception as problem:  # said to the parent, which raises it; the share stays served
+                pipe.send(("failed", f"{type(problem).__name__}: {problem}"))
+            else:
+                pipe.send(("answer", answer))
 
     def _share(self, records: Iterator[CaptureRecord]) -> None:
         tracker, kafka, pending, flush = self.tracker, self.kafka, self.pending, self._flush

@@ -163,9 +163,11 @@ def test_table_workers_keep_their_messages_and_learn_of_trees_built_meanwhile(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel_tables, "PARALLEL_MESSAGES", 1)
     path = str(CAPTURES / "incident.pcap")
-    one, two = read_pcap(path, jobs=1), read_pcap(path, jobs=2)
+    # messages made while reading: the reading workers end, table workers make the tables
+    one, two = read_pcap(path, jobs=1), read_pcap(path, jobs=2, lazy=False)
     pd.testing.assert_frame_equal(two.exchanges, one.exchanges)
     workers = [process.pid for process in two._workers.processes]
+    assert len(workers) == 2
     for capture in (one, two):  # after the workers were sent the messages
         for message in capture.message_list[::3]:
             message.tree()

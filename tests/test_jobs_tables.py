@@ -15,9 +15,17 @@ import pytest
 
 from benchmarks.make_capture import build
 from kdissect.pair.message import Message
-from kdissect.parallel import MessagesToCome, _compact, _Merge, _replayed, read_to_come
+from kdissect.parallel import (
+    MessagesToCome,
+    WorkerError,
+    _compact,
+    _Merge,
+    _replayed,
+    read_to_come,
+    serve_waiting,
+)
 from kdissect.present import parallel_tables
-from kdissect.present.analysis import read_pcap
+from kdissect.present.analysis import GENERIC_TABLES, read_pcap
 from kdissect.present.tables import TABLES
 from kdissect.present.topic_stats import Topics
 from tests.conftest import CAPTURES, PUBLIC_CAPTURES
@@ -133,7 +141,7 @@ def test_per_api_tables_need_no_messages_made_here_and_messages_are_made_when_as
         workers = two._messages.team.processes
         assert all(worker.is_alive() for worker in workers)  # they hold the frames until asked
         assert [described(m) for m in two.message_list] == [described(m) for m in one.message_list]
-        assert not any(worker.is_alive() for worker in workers)
+        assert all(worker.is_alive() for worker in workers)  # they keep their shares for the tables
         if path != many:  # holes, unanswered requests, responses without their request
             assert sum(bool(m.notes) for m in two.message_list) > 10
         assert two.message(len(two)).number == len(two)
@@ -242,3 +250,72 @@ def test_keys_beyond_64_bits_are_numbered_as_tuples() -> None:
         assert [connection.server for connection in merged.connections.values()] == ["server"]
     assert [(key, what) for key, _worker, what, _event in _replayed(1, kept[1], ["a", "b"])] == [
         ((2, 0, 0, 0, 1), "open"), ((2, 0, 0, 0, 2), "frame"), ((4, 0, 0, 0, 3), "frame")]
+
+
+def test_the_other_tables_come_from_the_reading_workers_with_no_message_made_here(many: str) -> None:
+    """Holding their shares, the reading workers make the tables that are not per-API too:
+    numbered as the capture, with the notes only releasing in capture order gives (hold
+    limits over every connection: a lossy capture's unanswered requests) and pairing notes
+    that name other messages by the capture's numbers."""
+    lossy = Path(many).with_name("lossy-other.pcap")
+    lossy.write_bytes(drop_packets(Path(many).read_bytes(), every=23))
+    for path in (many, str(lossy)):
+        one, two = read_pcap(path, jobs=1), read_pcap(path, jobs=2)
+        for name in reversed(GENERIC_TABLES):
+            pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=name)
+        assert isinstance(two._messages, MessagesToCome)  # no message made here...
+        assert two._workers.processes == []  # ...nor sent to table workers
+        same_api_tables(one, two)
+    noted = one.messages["notes"]
+    assert noted.str.contains("never answered").any() and noted.str.contains("#").any()
+
+
+def test_a_tree_built_here_sends_the_other_tables_the_long_way(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel_tables, "PARALLEL_MESSAGES", 1)  # that way: on table workers
+    one, two = read_pcap(many, jobs=1), read_pcap(many, jobs=2)
+    for capture in (one, two):
+        for message in capture.message_list[::11]:
+            message.tree()  # its notes show in the tables: only this process knows of it
+    pd.testing.assert_frame_equal(two.messages, one.messages)
+    assert len(two._workers.processes) == 2
+
+
+def _counted(messages: list[Message], request: str) -> tuple[str, int]:
+    if request == "fail":
+        raise ValueError("asked to fail")
+    return request, len(messages)
+
+
+def _gated_serving(gate: str, parent: int, messages: list[Message]) -> object:
+    """A `finish` that, after its first part, answers what it is asked (`serve_waiting`) while
+    it waits for the parent's gate."""
+    yield ("first", len(messages))
+    waited = time.monotonic() + 20
+    while not Path(gate).exists() and time.monotonic() < waited and os.getpid() != parent:
+        serve_waiting()
+        time.sleep(0.01)
+    yield ("second", Path(gate).exists())
+
+
+def test_the_workers_answer_and_send_their_frames_while_still_making_their_parts(many: str,
+                                                                                 tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    to_come, finished = read_to_come([many], 2, finish=functools.partial(_gated_serving, str(gate), os.getpid()),
+                                     answer=_counted)
+    try:
+        firsts = [finished.part(worker) for worker in (0, 1)]
+        shares = [count for _name, count in firsts]
+        assert finished.answers(["a", "b"]) == [("a", shares[0]), ("b", shares[1])]  # before the gate opens
+        assert len(to_come.get()) == sum(shares) > 100  # the frames too
+        assert not gate.exists()
+        gate.touch()
+        assert [finished.part(worker) for worker in (0, 1)] == [("second", True), ("second", True)]
+        assert [finished.part(worker) for worker in (0, 1)] == [None, None]
+        assert finished.answers(["c", "d"]) == [("c", shares[0]), ("d", shares[1])]  # and after their parts
+        assert all(process.is_alive() for process in finished.team.processes)
+        with pytest.raises(WorkerError, match="asked to fail"):
+            finished.answers(["fail", "e"])
+        assert not finished.answering()  # a failure stops them
+        assert not any(process.is_alive() for process in finished.team.processes)
+    finally:
+        finished.stop()

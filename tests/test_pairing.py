@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import struct
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kdissect.ingest.framing import Connection, Direction, Frame
 from kdissect.pair.message import Message, message_from_frame
-from kdissect.pair.pairing import Pairer, Sequencer, pair_messages
+from kdissect.pair.pairing import Pairer, Sequencer, pair_messages, release_notes
 
 CLIENT = (bytes([127, 0, 0, 1]), 50000)
 SERVER = (bytes([127, 0, 0, 1]), 9092)
@@ -183,3 +186,51 @@ def test_flexible_produce_acks_read_past_tagged_fields_and_long_transactional_id
     ]
     for data, expects in cases:
         assert message_from_frame(1, frame(data, Direction.REQUEST, 1, 1.0)).expects_response is expects
+
+
+RELEASE_BOUNDS = (2.0, 5, 400)  # seconds, messages, bytes: small, so that every bound is met
+
+
+@st.composite
+def exchanges(draw: st.DrawFn) -> tuple[list[Frame], bool]:
+    """Requests and responses on three connections: answered in order, out of order or never,
+    correlation ids reused, bodies of any size, time going on (or, `backwards`, at times back)."""
+    backwards = draw(st.booleans())
+    frames: list[Frame] = []
+    in_flight: list[list[int]] = [[], [], []]
+    time = 0.0
+    for packet in range(1, draw(st.integers(1, 40)) + 1):
+        stream = draw(st.integers(0, 2))
+        time += draw(st.floats(-1.0 if backwards else 0.0, 3.0))
+        body = b"\x00" * draw(st.integers(0, 150))
+        flight = in_flight[stream]
+        if flight and draw(st.booleans()):
+            correlation = flight.pop(draw(st.integers(0, len(flight) - 1)) if draw(st.booleans()) else 0)
+            frames.append(frame(response_bytes(correlation, b"\x00\x00" + body), Direction.RESPONSE, packet, time,
+                                stream))
+        else:
+            correlation = draw(st.integers(0, 6))
+            flight.append(correlation)
+            frames.append(frame(request_bytes(18, 0, correlation, body=body), Direction.REQUEST, packet, time, stream))
+    return frames, backwards
+
+
+@given(exchanges())
+@settings(max_examples=300, deadline=None)
+def test_release_notes_are_those_of_releasing_in_capture_order(drawn: tuple[list[Frame], bool]) -> None:
+    frames, _backwards = drawn
+    pairer, sequencer = Pairer(), Sequencer(*RELEASE_BOUNDS)
+    released: list[Message] = []
+    for number, found in enumerate(frames, 1):
+        message = message_from_frame(number, found)
+        pairer.add(message)
+        released += sequencer.push(message)
+    released += sequencer.finish()
+    messages = sorted(released, key=lambda m: m.number)
+    place = {id(m): index for index, m in enumerate(messages)}
+    releasing = {"kafka.response_overdue", "kafka.unanswered"}
+    expected = [(index, note) for index, m in enumerate(messages) for note in m.notes if note.id in releasing]
+    waiting = [m.is_request and m.expects_response and m.correlation_id is not None for m in messages]
+    answered = [place[id(m.pair)] if m.is_request and m.pair is not None else len(messages) for m in messages]
+    assert release_notes(waiting, answered, [m.frame.last_ns for m in messages], [m.size for m in messages],
+                         *RELEASE_BOUNDS) == expected

@@ -17,8 +17,10 @@ packet's time (what `kdissect.parallel` also gives the lighter messages it merge
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from kdissect import notes
 from kdissect.pair.message import Message
@@ -90,14 +92,20 @@ def _out_of_order(response: Message, oldest: Message) -> None:
 
 
 def _overdue(request: Message, newest_ns: int, later: int) -> None:
-    request.notes.append(notes.note(
-        f"no response within {(newest_ns - request.frame.last_ns) / 1e9:.3f} s and {later} later "
-        f"message{'' if later == 1 else 's'}: shown before any answer (hold limit)",
-        id="kafka.response_overdue"))
+    request.notes.append(overdue_note(newest_ns - request.frame.last_ns, later))
 
 
 def _unanswered(request: Message) -> None:
-    request.notes.append(notes.note("request never answered in this capture", id="kafka.unanswered"))
+    request.notes.append(UNANSWERED)
+
+
+def overdue_note(waited_ns: int, later: int) -> notes.Note:
+    return notes.note(f"no response within {waited_ns / 1e9:.3f} s and {later} later "
+                      f"message{'' if later == 1 else 's'}: shown before any answer (hold limit)",
+                      id="kafka.response_overdue")
+
+
+UNANSWERED = notes.note("request never answered in this capture", id="kafka.unanswered")
 
 
 class Sequencer:
@@ -166,3 +174,74 @@ def pair_messages(messages: Iterable[Message]) -> Iterator[Message]:
         add(message)
         yield from push(message)
     yield from sequencer.finish()
+
+
+def release_notes(waiting: Any, answered_at: Any, last_ns: Any, size: Any, hold_seconds: float = HOLD_SECONDS,
+                  hold_messages: int = HOLD_MESSAGES, hold_bytes: int = HOLD_BYTES) -> list[tuple[int, notes.Note]]:
+    """The notes releasing in capture order (`Sequencer`) gives messages numbered and paired
+    already (for a table made without the messages: `kdissect.present.parallel_tables`),
+    each with its place in capture order. Arrays in capture order: whether the message is a
+    request that waits for an answer (`waiting`: one that expects a response and has a
+    correlation id), the place of its response (`answered_at`: the number of messages
+    where it has none), its last packet's time (int64, or Python ints) and its size.
+
+    A waiting request is released unanswered at the first message by which holding it
+    breaks a bound (messages, bytes or capture time, all counted from it, and growing as
+    messages come: one that an earlier request waits behind breaks its bound no sooner), if
+    that comes before its response: the overdue note; without either, the capture's end
+    notes it unanswered. Found with numpy where the times never go back; else by replaying
+    the messages through a `Sequencer` (the reference, which a test holds this to).
+    """
+    import numpy as np
+
+    count = len(size)
+    heads = np.flatnonzero(np.asarray(waiting, dtype=bool))
+    if not len(heads):
+        return []
+    times = None
+    with contextlib.suppress(OverflowError):  # a time beyond 64 bits: the long way
+        times = np.asarray(last_ns, dtype=np.int64)
+    if times is None or (np.diff(times) < 0).any():
+        return _replayed_release(heads, answered_at, last_ns, size, hold_seconds, hold_messages, hold_bytes)
+    ends = np.concatenate(([0], np.cumsum(np.asarray(size, dtype=np.int64))))
+    broken = np.minimum(heads + hold_messages,  # the first message that breaks a bound
+                        np.searchsorted(ends, ends[heads] + hold_bytes, side="right") - 1)
+    broken = np.minimum(broken, np.searchsorted(times, times[heads] + round(hold_seconds * 1e9), side="right"))
+    answer = np.asarray(answered_at, dtype=np.int64)[heads]
+    found = [(int(head), overdue_note(int(times[at] - times[head]), int(at - head)))
+             for head, at in zip(heads[(broken < answer) & (broken < count)].tolist(),
+                                 broken[(broken < answer) & (broken < count)].tolist(), strict=True)]
+    found += [(head, UNANSWERED) for head in heads[(broken >= count) & (answer >= count)].tolist()]
+    return sorted(found, key=lambda item: item[0])
+
+
+class _Held:
+    """What `Sequencer` reads of a message, for `_replayed_release`."""
+
+    __slots__ = ("_pair", "correlation_id", "expects_response", "frame", "is_request", "last_ns", "notes", "size")
+
+    def __init__(self, waiting: bool, last_ns: int, size: int) -> None:
+        self.is_request = self.expects_response = waiting
+        self.correlation_id = 0 if waiting else None
+        self._pair: bool | None = None
+        self.frame, self.last_ns, self.size = self, last_ns, size
+        self.notes: list[notes.Note] = []
+
+
+def _replayed_release(heads: Any, answered_at: Any, last_ns: Any, size: Any, hold_seconds: float,
+                      hold_messages: int, hold_bytes: int) -> list[tuple[int, notes.Note]]:
+    """`release_notes` the long way: the messages through a `Sequencer`, each request's
+    response making it answered when it comes."""
+    waiting = set(heads.tolist())
+    answers = {int(answered_at[head]): head for head in waiting}
+    held = [_Held(place in waiting, int(time), int(bytes_)) for place, (time, bytes_)
+            in enumerate(zip(last_ns, size, strict=True))]
+    sequencer = Sequencer(hold_seconds, hold_messages, hold_bytes)
+    for place, message in enumerate(held):
+        request = answers.get(place)
+        if request is not None:
+            held[request]._pair = True
+        sequencer.push(message)  # type: ignore[arg-type]
+    for _message in sequencer.finish():
+        pass
+    return [(place, note) for place in sorted(waiting) for note in held[place].notes]

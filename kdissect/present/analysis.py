@@ -104,12 +104,14 @@ def read_pcap(
     facts = findings and apis is None and filter is None  # the workers find what findings read of bodies
     if jobs > 1 and apis is None and filter is None and lazy and not findings:  # every message kept: made when first needed
         from kdissect.parallel import read_to_come
-        from kdissect.present.parallel_tables import TableJobs, api_tables
+        from kdissect.present.parallel_tables import TableJobs, api_tables, share_table
 
+        # the workers make the per-API tables, then keep their shares for the other tables
         to_come, finished = read_to_come(sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                          report=problems.append, show_secrets=show_secrets,
                                          preload=("kdissect.present.parallel_tables",),
-                                         finish=functools.partial(api_tables, api_frames_made), clock=clock)
+                                         finish=functools.partial(api_tables, api_frames_made),
+                                         answer=functools.partial(share_table, table_of), clock=clock)
         capture = Capture(to_come, source=", ".join(names), problems=problems, files=names, jobs=jobs,
                           start=clock.start)
         capture._workers = TableJobs(jobs, early=finished)
@@ -790,28 +792,38 @@ def _api_frames(messages: list[Message], specs: Sequence[TableSpec]) -> dict[str
     return dict(api_frames_made(messages, specs))
 
 
-def api_frames_made(messages: list[Message],
-                    specs: Sequence[TableSpec] | None = None) -> Iterator[tuple[str, pd.DataFrame]]:
+PAUSE_EVERY = 4096  # messages of the per-API pass between two calls of its `pause`
+
+
+def api_frames_made(messages: list[Message], specs: Sequence[TableSpec] | None = None,
+                    pause: Callable[[], None] | None = None) -> Iterator[tuple[str, pd.DataFrame]]:
     """`_api_frames` (of every per-API table by default), each table yielded with its name
     as soon as it is made, in the order of `specs`: once the pass is over, a reading
-    worker sends one table while it makes the next (`parallel_tables.api_tables`)."""
+    worker sends one table while it makes the next (`parallel_tables.api_tables`).
+    `pause`, when given, is called every `PAUSE_EVERY` messages of the pass (there a
+    reading worker answers what it was asked meanwhile: `parallel.serve_waiting`)."""
     specs = list(TABLES.values()) if specs is None else specs
     gathered = [_Gathered(spec) for spec in specs]
     # Which tables a message feeds depends on its API, version and direction only.
     fed: dict[tuple[int | None, int | None, bool], list[_Gathered]] = {}
-    with records_unexpanded():
-        for position, message in enumerate(messages):
-            key = (message.api_key, message.api_version, message.is_request)
-            feeding = fed.get(key)
-            if feeding is None:
-                feeding = fed[key] = [table for table in gathered if table.spec.feeds(message)]
-            if feeding:
-                body = message.values(keep=False)  # None for a response whose request is missing
-                if body is not None:
-                    for table in feeding:
-                        rows = table.spec.rows(message, body)
-                        if rows:
-                            table.add(position, rows)
+    step = PAUSE_EVERY if pause is not None else max(len(messages), 1)
+    for start in range(0, len(messages), step):
+        with records_unexpanded():
+            for position in range(start, min(start + step, len(messages))):
+                message = messages[position]
+                key = (message.api_key, message.api_version, message.is_request)
+                feeding = fed.get(key)
+                if feeding is None:
+                    feeding = fed[key] = [table for table in gathered if table.spec.feeds(message)]
+                if feeding:
+                    body = message.values(keep=False)  # None for a response whose request is missing
+                    if body is not None:
+                        for table in feeding:
+                            rows = table.spec.rows(message, body)
+                            if rows:
+                                table.add(position, rows)
+        if pause is not None:
+            pause()
     context = _Context(messages, [table.positions for table in gathered])
     for table in gathered:
         yield table.spec.name, table.frame(context)

@@ -32,13 +32,23 @@ built here before the first per-API table is asked for (its notes show in the ta
 sends them the long way.
 When `read_pcap` keeps every message, this process does not even make them while the
 workers read (`kdissect.parallel.read_to_come`): the per-API tables need only the
-numbers, and the messages are made the first time something else needs them.
+numbers, and the messages are made the first time something else needs them. Nor do
+the other tables (messages, exchanges, fields, records, batches) need them: the reading
+workers keep their shares after their per-API tables and make those too when asked
+(`share_table`), even in the middle of their pass (`parallel.serve_waiting`); their
+parts are put together as above, the numbers of messages in the `pair`, `request` and
+`response` columns and in pairing notes made the capture's. Only this process knows
+where holding a request back broke a bound (`pair.pairing.release_notes`: the bounds count
+every connection's messages): it adds those notes to the messages table. Table workers
+are started only where the reading workers cannot serve: messages made while reading
+(`lazy=False`, a filter), or a tree built here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -61,9 +71,11 @@ from kdissect.parallel import (
     died,
     inherited,
     portable_definitions,
+    serve_waiting,
     use_definitions,
     worker_context,
 )
+from kdissect.present.columns import column
 
 PARALLEL_MESSAGES = 20_000  # messages of a capture from which its tables are built on the workers
 RUNS_PER_JOB = 2  # runs of messages per worker process, to even out their cost over every table
@@ -72,8 +84,9 @@ MESSAGE_BYTES = 200  # what a message costs beyond its bytes, in bytes, when run
 State = tuple[Any, ...]
 # (a run's messages, the table's name, a dict kept per run for tables made ahead) -> the table
 Builder = Callable[[list[Message], str, dict[str, pd.DataFrame]], pd.DataFrame]
-# a share's messages -> every per-API table over them, (name, table) one by one as made
-Maker = Callable[[list[Message]], Iterator[tuple[str, pd.DataFrame]]]
+# a share's messages (and what to call now and then during the pass) -> every per-API
+# table over them, (name, table) one by one as made
+Maker = Callable[..., Iterator[tuple[str, pd.DataFrame]]]
 Part = tuple[pd.DataFrame, np.ndarray, np.ndarray]  # a worker's rows of a table, their numbers and streams
 Link = tuple[int, Any, Any, bool]  # a connection: index, client, server, tls
 
@@ -89,6 +102,7 @@ class TableJobs:
         self.facts = facts  # and their body facts first (`api_facts_and_tables`)
         self.found: tuple[Any, Any] | None = None  # those facts, once taken
         self.early_parts: _EarlyParts | None = None
+        self.places: _Places | None = None  # where the reading workers' messages are in the capture
         if early is not None:
             weakref.finalize(self, early.stop)
         self.messages: list[Message] | None = None  # the list the workers hold runs of
@@ -107,6 +121,16 @@ class TableJobs:
             self._early_parts(messages)
         if self.early_parts is not None and (early := self.early_parts.parts(name)) is not None:
             return _early_table(messages, early, dtypes)
+        if name not in _api_table_names() and self._answering(messages):
+            assert self.early is not None
+            places = self._places()
+            # the messages' notes name messages by number: those workers are told the capture's
+            requests = [(name, numbers if name == "messages" else None) for numbers in places.numbers]
+            answers = [(part, places.numbers[worker], places.stream_of[worker])
+                       for worker, part in enumerate(self.early.answers(requests))]
+            table = _early_table(messages, answers, dtypes, NUMBERED.get(name, ("number",)),
+                                 appearance=name == "fields")
+            return _released(table) if name == "messages" else table
         if not isinstance(messages, list):
             messages = messages.get()
         definitions = portable_definitions()
@@ -136,6 +160,20 @@ class TableJobs:
                               merged_topics([(topics, numbers) for (_, topics), numbers, _streams in parts]))
         return self.found
 
+    def _answering(self, messages: list[Message] | MessagesToCome) -> bool:
+        """Whether the reading workers, which hold their shares, make a table that is not
+        per-API (`parallel.Finished.answers`): unless trees were built here (their notes
+        show in the tables, which are then made the long way)."""
+        if self.early is None or not self.early.answering():
+            return False
+        return not isinstance(messages, list) or all(m._tree is None for m in messages)
+
+    def _places(self) -> _Places:
+        if self.places is None:
+            assert self.early is not None
+            self.places = _Places(self.early)
+        return self.places
+
     def _early_parts(self, messages: list[Message] | MessagesToCome) -> None:
         """Take the reading workers' parts, unless trees were built here before the first was
         asked for: their notes show in the tables, which are then made the long way."""
@@ -145,7 +183,7 @@ class TableJobs:
             self.early.stop()
             self.early = None
         else:
-            self.early_parts = _EarlyParts(self.early, {FACTS} if self.facts else set())
+            self.early_parts = _EarlyParts(self.early, self._places(), {FACTS} if self.facts else set())
 
     def _start(self, messages: list[Message], definitions: tuple[DefinitionSource, ...]) -> None:
         self.stop()
@@ -200,9 +238,33 @@ def _api_table_names() -> set[str]:
 def api_tables(made: Maker, messages: list[Message]) -> Iterator[tuple[str, pd.DataFrame]]:
     """In a reading worker: every per-API table over the messages of its share, made by
     `made` (`analysis.api_frames_made`) together, as one process makes them, and yielded
-    one by one as made, to be sent while the next is made."""
+    one by one as made, to be sent while the next is made. A worker that holds its share
+    answers what it is asked meanwhile (`parallel.serve_waiting`) during the pass too."""
     with cycle_collection_paused():
-        yield from made(messages)
+        yield from made(messages, pause=serve_waiting)
+
+
+def share_table(made: Callable[[list[Message], str], pd.DataFrame], messages: list[Message],
+                request: tuple[str, np.ndarray | None]) -> pd.DataFrame:
+    """In a reading worker that holds its share (`parallel.read_to_come`'s `answer`): table
+    `name` over the share's messages, made by `made` (`analysis.table_of`) as one process
+    makes it, numbered within the worker; `request` is (name, the capture's number of each
+    message of the share, for the messages table, whose notes may name messages)."""
+    name, numbers = request
+    with cycle_collection_paused():
+        table = made(messages, name)
+        if name == "messages":  # and what releasing in capture order reads (`_released`)
+            assert numbers is not None
+            _notes_renumbered(table, messages, numbers)
+            count = len(messages)
+            table["_size"] = np.fromiter((len(m.frame.data) for m in messages), np.int64, count)
+            table["_expects"] = np.fromiter((m.expects_response for m in messages), bool, count)
+            last = [m.frame.last_ns for m in messages]
+            try:
+                table["_last_ns"] = np.array(last, dtype=np.int64)
+            except OverflowError:  # a capture time far off
+                table["_last_ns"] = pd.Series(last, dtype=object)
+        return table
 
 
 FACTS = "body facts"  # the part of a reading worker that is no table (`api_facts_and_tables`)
@@ -221,19 +283,27 @@ def api_facts_and_tables(made: Maker, messages: list[Message]) -> Iterator[tuple
     yield from api_tables(made, messages)
 
 
-class _EarlyParts:
-    """The per-API tables the reading workers make, each worker's kept as they come, with
-    its numbers of messages and of connections as arrays that give the capture's (index:
-    the worker's number minus one; its index)."""
+class _Places:
+    """Where each reading worker's messages and connections are in the capture: arrays that
+    give the capture's number of a message from the worker's (index: its number minus
+    one), and the capture's index of a connection from the worker's (index: its index)."""
 
-    def __init__(self, early: Finished, more: set[str]) -> None:
-        self.early = early
+    def __init__(self, early: Finished) -> None:
         self.numbers = [np.asarray(numbers, dtype=np.int64) for numbers in early.numbers]
         self.stream_of = []
         for streams in early.streams:
             stream_of = np.zeros(max(streams, default=-1) + 1, dtype=np.int64)
             stream_of[list(streams)] = list(streams.values())
             self.stream_of.append(stream_of)
+
+
+class _EarlyParts:
+    """The per-API tables the reading workers make, each worker's kept as they come, with
+    where its messages and connections are in the capture (`_Places`)."""
+
+    def __init__(self, early: Finished, places: _Places, more: set[str]) -> None:
+        self.early = early
+        self.numbers, self.stream_of = places.numbers, places.stream_of
         self.tables: list[dict[str, pd.DataFrame]] = [{} for _ in early.numbers]  # come, not yet asked for
         self.given: set[str] = set()  # the tables handed on (the capture keeps them)
         self.expected = _api_table_names() | more  # what each worker makes
@@ -270,45 +340,111 @@ class _EarlyParts:
                 WORKER_CPU[process.pid] = seconds
 
 
-def _early_table(messages: list[Message] | MessagesToCome, parts: list[Part],
-                 dtypes: dict[str, str]) -> pd.DataFrame:
-    """A table from the reading workers' `parts`: the capture's numbers and connections,
+NUMBERED = {"messages": ("number", "pair"), "exchanges": ("request", "response")}  # else ("number",)
+
+
+def _early_table(messages: list[Message] | MessagesToCome, parts: list[Part], dtypes: dict[str, str],
+                 numbered: tuple[str, ...] = ("number",), *, appearance: bool = False) -> pd.DataFrame:
+    """A table from the reading workers' `parts`: the capture's numbers (in the columns
+    `numbered`: the first, or where it is missing the next, places a row) and connections,
     only the messages kept, rows in message order. Each column is made once from the
-    parts (joined, then taken in that order)."""
+    parts (joined, then taken in that order); categories sorted, or (`appearance`) in
+    order of appearance."""
     total = sum(len(numbers) for _part, numbers, _streams in parts)
     kept = None
     if isinstance(messages, list) and total != len(messages):
         kept = np.fromiter((m.number for m in messages), np.int64, len(messages))
     found = []
     for part, numbers, stream_of in parts:
-        number = numbers[part["number"].to_numpy(dtype=np.int64) - 1]
-        stream = stream_of[part["stream"].to_numpy(dtype=np.int64)]
+        columns: dict[str, Any] = dict(part.items())
+        columns[numbered[0]], place = _renumbered(part[numbered[0]], numbers)
+        for name in numbered[1:]:
+            columns[name], number = _renumbered(part[name], numbers)
+            place = np.where(place == 0, number, place)
+        if "stream" in columns:
+            columns["stream"] = stream_of[part["stream"].to_numpy(dtype=np.int64)]
         if kept is not None:
-            keep = np.isin(number, kept)
-            part, number, stream = part[keep], number[keep], stream[keep]
-        found.append((part, number, stream))
-    filled = [found_part for found_part in found if len(found_part[0])] or found[:1]
+            keep = np.isin(place, kept)
+            columns = {name: _taken(column, keep) for name, column in columns.items()}
+            place = place[keep]
+        found.append((columns, place))
+    filled = [item for item in found if len(item[1])] or found[:1]
+    categorical = [name for name in filled[0][0] if dtypes.get(name) == "category"]
     if len(filled) == 1:
-        part, number, stream = filled[0]
-        frame = part.assign(number=number, stream=stream).reset_index(drop=True)
-        return _categories_remade(frame, dtypes, appearance=False)
-    number = np.concatenate([number for _part, number, _stream in filled])
-    order = np.argsort(number, kind="stable")  # rows of each message stay as made
-    frames = [part for part, _number, _stream in filled]
-    columns: dict[str, Any] = {}
+        frame = pd.DataFrame(filled[0][0], copy=False).reset_index(drop=True)
+        return _categories_remade(frame, dict.fromkeys(categorical, "category"), appearance=appearance)
+    order = np.argsort(np.concatenate([place for _columns, place in filled]), kind="stable")  # rows of a message stay as made
+    joined_columns: dict[str, Any] = {}
     remade = {}  # the categorical columns still to be made from their text
-    for column in frames[0].columns:
-        if column == "number":
-            columns[column] = number[order]
-        elif column == "stream":
-            columns[column] = np.concatenate([stream for _part, _number, stream in filled])[order]
-        else:
-            joined, whole = _joined([frame[column] for frame in frames], dtypes.get(column),
-                                    unused=kept is not None)
-            columns[column] = joined.take(order)
-            if dtypes.get(column) == "category" and not whole:
-                remade[column] = "category"
-    return _categories_remade(pd.DataFrame(columns, copy=False), remade, appearance=False)
+    for name in filled[0][0]:
+        joined, whole = _joined([pd.Series(columns[name], copy=False) for columns, _place in filled],
+                                dtypes.get(name), unused=kept is not None)
+        joined_columns[name] = joined.take(order)
+        if name in categorical and (appearance or not whole):
+            remade[name] = "category"
+    return _categories_remade(pd.DataFrame(joined_columns, copy=False), remade, appearance=appearance)
+
+
+def _notes_renumbered(table: pd.DataFrame, messages: list[Message], numbers: np.ndarray) -> None:
+    """The notes column of a share's messages table, where a pairing note names another
+    message (`pair.pairing`: a duplicate correlation id, a response out of order), with
+    the capture's number of that message (`numbers`, by the worker's number minus one):
+    those notes are this project's own words around one number, found by their ids."""
+    places = [place for place, message in enumerate(messages)
+              if any(note.id in _NAMING for note in message.notes)]
+    if not places:
+        return
+    notes = table["notes"].to_numpy(dtype=object, na_value="")
+    for place in places:
+        shown = [_NUMBER.sub(lambda found: f"#{numbers[int(found.group(1)) - 1]}", note.message)
+                 if note.id in _NAMING else note.message for note in messages[place].all_notes()]
+        notes[place] = "; ".join(f"{note.severity}: {text}"
+                                 for note, text in zip(messages[place].all_notes(), shown, strict=True))
+    table["notes"] = column(notes.tolist(), "string")
+
+
+_NAMING = frozenset({"kafka.duplicate_correlation_id", "kafka.response_out_of_order"})
+_NUMBER = re.compile(r"#(\d+)")
+
+
+def _released(table: pd.DataFrame) -> pd.DataFrame:
+    """The messages table of the reading workers with the notes releasing in capture order
+    gives (`pair.pairing.release_notes`), which no worker could make (the bounds on holding
+    a request count every connection's messages), added to its notes as one process adds
+    them: last. The columns only that needed (`share_table`) are left out."""
+    from kdissect.pair.pairing import release_notes
+
+    size, expects, last_ns = (table.pop(name) for name in ("_size", "_expects", "_last_ns"))
+    count = len(table)
+    pair = table["pair"].to_numpy(dtype=np.int64, na_value=0)
+    waiting = ((table["direction"] == "request").to_numpy(dtype=bool) & expects.to_numpy(dtype=bool)
+               & table["correlation_id"].notna().to_numpy(dtype=bool))
+    answered_at = np.where(pair > 0, pair - 1, count)  # numbers run 1 to `count`, in capture order
+    found = release_notes(waiting, answered_at, last_ns.to_numpy(), size.to_numpy())
+    if found:
+        notes = table["notes"].to_numpy(dtype=object, na_value="")
+        for place, note in found:
+            text = f"{note.severity}: {note.message}"
+            notes[place] = f"{notes[place]}; {text}" if notes[place] else text
+        table["notes"] = column(notes.tolist(), "string")
+    return table
+
+
+def _renumbered(column: pd.Series, numbers: np.ndarray) -> tuple[Any, np.ndarray]:
+    """A column of a worker's message numbers as the capture's (a missing one stays
+    missing), and those as an array, 0 where missing."""
+    array = column.array
+    if isinstance(array, pd.arrays.IntegerArray):
+        missing = np.asarray(array.isna())
+        number = numbers[array.to_numpy(dtype=np.int64, na_value=1) - 1]
+        number[missing] = 0
+        return pd.arrays.IntegerArray(number.copy(), missing), number
+    number = numbers[column.to_numpy(dtype=np.int64) - 1]
+    return number, number
+
+
+def _taken(column: Any, keep: np.ndarray) -> Any:
+    return column[keep].reset_index(drop=True) if isinstance(column, pd.Series) else column[keep]
 
 
 def _joined(columns: list[pd.Series], dtype: str | None, *, unused: bool) -> tuple[Any, bool]:
