@@ -261,6 +261,7 @@ def test_the_other_tables_come_from_the_reading_workers_with_no_message_made_her
     lossy.write_bytes(drop_packets(Path(many).read_bytes(), every=23))
     for path in (many, str(lossy)):
         one, two = read_pcap(path, jobs=1), read_pcap(path, jobs=2)
+        assert repr(two) == repr(one) and two._repr_html_() == one._repr_html_()  # a notebook's view
         for name in reversed(GENERIC_TABLES):
             pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=name)
         assert isinstance(two._messages, MessagesToCome)  # no message made here...

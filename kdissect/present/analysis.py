@@ -399,21 +399,35 @@ class Capture:
         return "\n".join(self._summary_lines())
 
     def _summary_lines(self) -> list[str]:
-        requests = sum(1 for m in self.message_list if m.is_request)
-        answered = sum(1 for m in self.message_list if m.is_request and m.pair is not None)
-        streams = len({m.frame.connection.index for m in self.message_list})
-        apis: dict[str, int] = {}
-        for m in self.message_list:
-            name = m.api_name or REQUEST_MISSING
-            apis[name] = apis.get(name, 0) + 1
+        requests, answered, streams, apis = self._counts()
         lines = [
-            f"Capture {self._name()}: {plural(len(self.message_list), 'Kafka message')} "
+            f"Capture {self._name()}: {plural(len(self), 'Kafka message')} "
             f"on {plural(streams, 'connection')}, {plural(requests, 'request')} ({answered} answered)",
         ]
         lines += [f"  {name}: {count}" for name, count in sorted(apis.items(), key=lambda i: -i[1])]
         if self.problems:
             lines.append(f"  {len(self.problems)} capture problems, first: {self.problems[0]}")
         return lines
+
+    def _counts(self) -> tuple[int, int, int, dict[str, int]]:
+        """Requests, those answered, connections, and the messages of each API in order of
+        first appearance: counted from the messages table where the messages are not made
+        yet (the workers that read the capture make that table: `parallel_tables`)."""
+        if isinstance(self._messages, list):
+            messages = self._messages
+            apis: dict[str, int] = {}
+            for m in messages:
+                name = m.api_name or REQUEST_MISSING
+                apis[name] = apis.get(name, 0) + 1
+            return (sum(1 for m in messages if m.is_request),
+                    sum(1 for m in messages if m.is_request and m.pair is not None),
+                    len({m.frame.connection.index for m in messages}), apis)
+        table = self.messages
+        request = (table["direction"] == "request").to_numpy(dtype=bool)
+        names = table["api_name"].astype(object).where(table["api_name"].notna(), REQUEST_MISSING)
+        counts = names.value_counts(sort=False)
+        return (int(request.sum()), int((request & table["pair"].notna().to_numpy(dtype=bool)).sum()),
+                int(table["stream"].nunique()), {name: int(counts[name]) for name in pd.unique(names)})
 
     def _name(self) -> str:
         if len(self.files) > 1:
