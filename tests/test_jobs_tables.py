@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.make_capture import build
 from kdissect.pair.message import Message
@@ -320,3 +322,22 @@ def test_the_workers_answer_and_send_their_frames_while_still_making_their_parts
         assert not any(process.is_alive() for process in finished.team.processes)
     finally:
         finished.stop()
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["b", "a", "c", "ä", "10", "9", "", "B"])), max_size=30),
+       st.lists(st.sampled_from(["z", "y", "a"]), max_size=3), st.randoms(use_true_random=False))
+@settings(max_examples=200, deadline=None)
+def test_categories_made_again_from_codes_are_those_made_from_the_text(
+        values: list[str | None], unused: list[str], shuffle: object) -> None:
+    """The parts' categorical columns, put together, get their categories again: from their
+    codes where the categories are distinct as text, as from the text itself."""
+    categories = list(dict.fromkeys([v for v in values if v is not None] + unused))
+    shuffle.shuffle(categories)  # type: ignore[attr-defined]
+    column = pd.Series(pd.Categorical(values, categories=categories))
+    for appearance in (True, False):
+        by_codes = parallel_tables._categories_remade(pd.DataFrame({"c": column}), {"c": "category"},
+                                                      appearance=appearance)
+        by_text = parallel_tables._categories_remade(pd.DataFrame({"c": column.astype(object)}), {"c": "category"},
+                                                     appearance=appearance)
+        pd.testing.assert_frame_equal(by_codes, by_text)
+    assert parallel_tables._recoded(pd.Series(pd.Categorical([1, "1"])), appearance=True) is None  # alike as text

@@ -606,6 +606,10 @@ def _categories_remade(frame: pd.DataFrame, dtypes: dict[str, str], *, appearanc
     for name, dtype in dtypes.items():
         if dtype != "category":
             continue
+        remade = _recoded(frame[name], appearance=appearance)
+        if remade is not None:
+            frame[name] = remade
+            continue
         text = pd.array(frame[name].astype(object), dtype="str")
         if appearance:
             codes, categories = pd.factorize(text)
@@ -613,3 +617,29 @@ def _categories_remade(frame: pd.DataFrame, dtypes: dict[str, str], *, appearanc
         else:
             frame[name] = pd.Categorical(text)
     return frame
+
+
+def _recoded(column: pd.Series, *, appearance: bool) -> pd.Categorical | None:
+    """A categorical column whose categories are distinct as text made again from its codes,
+    which is what making it again from its text gives, without that text: categories in
+    order of appearance, or the values present sorted as pandas sorts them (it sorts them
+    here, the few of them, rather than the whole column). None for any other column."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return None
+    categories = pd.Index(column.cat.categories.to_numpy(dtype=object).astype(str), dtype="str")
+    if not categories.is_unique:
+        return None
+    codes = np.asarray(column.cat.codes, dtype=np.int64)
+    present = codes >= 0
+    if appearance:
+        found, used = pd.factorize(codes[present])
+    else:
+        used = np.unique(codes[present])
+        found = np.searchsorted(used, codes[present])
+    chosen = pd.Index(categories[used].to_numpy(dtype=object), dtype="str")
+    if not appearance:
+        ordered = pd.Categorical(chosen).categories  # as pandas sorts the values present
+        found, chosen = ordered.get_indexer(chosen)[found], ordered
+    recoded = np.full(len(codes), -1, dtype=np.int64)
+    recoded[present] = found
+    return pd.Categorical.from_codes(recoded, chosen)
