@@ -421,6 +421,8 @@ class MessagesToCome:
             with cycle_collection_paused():
                 try:
                     held = self.team.held()
+                except KeyboardInterrupt:  # what came is kept: asked again, it goes on
+                    raise
                 except BaseException:
                     self.team.stop()
                     raise
@@ -457,6 +459,10 @@ class Finished:
             return None
         try:
             kind, payload = self.team.finished(worker)
+        except KeyboardInterrupt:  # where the workers outlive their parts, waited for again
+            if not self.keep:
+                self.team.stop()
+            raise
         except BaseException:
             self.team.stop()
             raise
@@ -477,10 +483,17 @@ class Finished:
         `read_to_come`'s `answer` over its share, asked of every worker at once; a failure
         stops them all, and raises."""
         team = self.team
+        answered: list[Any] = []
         try:
             for index, request in enumerate(requests):
                 team.ask(index, ("ask", request))
-            return [team.reply(index)[1] for index in range(len(team.pipes))]
+            for index in range(len(team.pipes)):
+                answered.append(team.reply(index)[1])
+            return answered
+        except KeyboardInterrupt:  # the workers answer on: those answers are let go
+            for index in range(len(answered), len(team.pipes)):
+                team.stale[index] += 1
+            raise
         except BaseException:
             team.stop()
             raise
@@ -643,6 +656,9 @@ class _Team:
         # its replies (`_REPLIES`) go here, and its reader reads on after its last part.
         self.serving = bool(options.get("hold"))
         self.replies = [queue.Queue[tuple[str, Any]]() for _ in range(jobs)]
+        self.stale = [0] * jobs  # answers still to come that no one waits for (an interrupted wait)
+        self.frames: list[list[Any]] | None = None  # the held frame events received so far (`held`)
+        self.frames_ended = [False] * jobs
         self.stopping = threading.Event()
         self.readers = [threading.Thread(target=self._read, args=(index,), daemon=True,
                                          name=f"kdissect-reader-{index}") for index in range(jobs)]
@@ -726,14 +742,20 @@ class _Team:
 
     def held(self) -> list[list[Any]]:
         """The frame events each worker held back (`_Worker._serve`), in its order: asked of
-        every worker at once, each answering as soon as its part in hand is made."""
-        for index in range(len(self.pipes)):
-            self.ask(index, "held")
-        found: list[list[Any]] = [[] for _ in self.pipes]
-        for index, events in enumerate(found):
-            while (reply := self.reply(index))[0] == "held":
-                events += reply[1]
-        return found
+        every worker at once, each answering as soon as its part in hand is made. A wait
+        interrupted (Ctrl-C in a notebook) goes on where it stopped when asked again."""
+        if self.frames is None:
+            for index in range(len(self.pipes)):
+                self.ask(index, "held")
+            self.frames = [[] for _ in self.pipes]
+        for index, events in enumerate(self.frames):
+            while not self.frames_ended[index]:
+                kind, payload = self.reply(index)
+                if kind == "held_end":
+                    self.frames_ended[index] = True
+                else:
+                    events += payload
+        return self.frames
 
     def ask(self, index: int, request: Any) -> None:
         """Send worker `index`, which holds its share, a request: "held" or ("ask", what its
@@ -745,7 +767,11 @@ class _Team:
 
     def reply(self, index: int) -> tuple[str, Any]:
         """The next reply of worker `index` (`_REPLIES`); WorkerError if it failed or died."""
-        kind, payload = self._next(index, self.replies[index], "replied")
+        while True:
+            kind, payload = self._next(index, self.replies[index], "replied")
+            if kind not in ("answer", "failed") or not self.stale[index]:
+                break
+            self.stale[index] -= 1  # the answer to a request whose wait was interrupted
         if kind == "gone":
             raise died(f"worker {index}", self.processes[index], "its share")
         if kind == "capture_error":

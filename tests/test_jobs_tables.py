@@ -3,10 +3,13 @@ are the tables one process makes, numbered as the capture is."""
 
 from __future__ import annotations
 
+import _thread
 import functools
 import gc
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -286,7 +289,36 @@ def test_a_tree_built_here_sends_the_other_tables_the_long_way(many: str, monkey
 def _counted(messages: list[Message], request: str) -> tuple[str, int]:
     if request == "fail":
         raise ValueError("asked to fail")
+    if request == "slow":
+        time.sleep(2)
     return request, len(messages)
+
+
+def _interrupted(call: Callable[[], object]) -> None:
+    """`call`, interrupted as Ctrl-C interrupts a notebook's cell, while it waits."""
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        call()
+    timer.join()
+
+
+def test_an_interrupted_wait_loses_nothing(many: str, tmp_path: Path) -> None:
+    """Ctrl-C while the frames or an answer are waited for: the workers go on, and what is
+    asked next is answered as if nothing had happened."""
+    gate = tmp_path / "gate"
+    to_come, finished = read_to_come([many], 2, finish=functools.partial(_gated, str(gate), os.getpid()),
+                                     answer=_counted)
+    try:
+        shares = [finished.part(worker)[1] for worker in (0, 1)]  # type: ignore[index]
+        _interrupted(to_come.get)  # the workers wait for the gate: no frames come yet
+        gate.touch()
+        assert [finished.part(worker) for worker in (0, 1)] == [("second", True), ("second", True)]
+        assert len(to_come.get()) == sum(shares)
+        _interrupted(lambda: finished.answers(["slow", "slow"]))
+        assert finished.answers(["a", "b"]) == [("a", shares[0]), ("b", shares[1])]
+    finally:
+        finished.stop()
 
 
 def _gated_serving(gate: str, parent: int, messages: list[Message]) -> object:

@@ -314,13 +314,12 @@ class _EarlyParts:
         such table, or it was handed on already."""
         if name not in self.expected or name in self.given:
             return None
-        self.given.add(name)
-        found = []
-        for worker, tables in enumerate(self.tables):
+        for worker, tables in enumerate(self.tables):  # (a wait interrupted loses nothing)
             while name not in tables:
                 self._next(worker)
-            found.append((tables.pop(name), self.numbers[worker], self.stream_of[worker]))
-        return found
+        self.given.add(name)
+        return [(tables.pop(name), self.numbers[worker], self.stream_of[worker])
+                for worker, tables in enumerate(self.tables)]
 
     def _next(self, worker: int) -> None:
         """The next table `worker` sent, kept; after its last, its end too (which says its
