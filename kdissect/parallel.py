@@ -407,6 +407,7 @@ class MessagesToCome:
         self.team, self.kept = team, kept
         self.count = sum(len(frames) for frames, _others in kept)
         self.messages: list[Message] | None = None
+        self.held: list[list[Any]] | None = None  # the workers' frame events, until made messages
         self.answers = answers  # the workers answer on once their frames are sent: kept running
         self.ending = weakref.finalize(self, team.stop)
 
@@ -419,20 +420,21 @@ class MessagesToCome:
 
             merged = _Merge(self.team, None, _skip, None, {})
             with cycle_collection_paused():
-                try:
-                    held = self.team.held()
-                except KeyboardInterrupt:  # what came is kept: asked again, it goes on
-                    raise
-                except BaseException:
-                    self.team.stop()
-                    raise
-                if self.answers:
-                    self.ending.detach()
-                else:
-                    self.team.stop()
-                streams = [_replayed(worker, kept, held[worker]) for worker, kept in enumerate(self.kept)]
+                if self.held is None:  # (asked again after an interrupt: the frames came)
+                    try:
+                        self.held = self.team.held()
+                    except KeyboardInterrupt:  # what came is kept: asked again, it goes on
+                        raise
+                    except BaseException:
+                        self.team.stop()
+                        raise
+                    if self.answers:
+                        self.ending.detach()
+                    else:
+                        self.team.stop()
+                streams = [_replayed(worker, kept, self.held[worker]) for worker, kept in enumerate(self.kept)]
                 self.messages = list(pair_messages(merged.messages(streams)))
-            self.kept = []
+            self.kept, self.held = [], None
         return self.messages
 
 
@@ -755,7 +757,8 @@ class _Team:
                     self.frames_ended[index] = True
                 else:
                     events += payload
-        return self.frames
+        found, self.frames = self.frames, []  # handed on, not kept (they are sent only once)
+        return found
 
     def ask(self, index: int, request: Any) -> None:
         """Send worker `index`, which holds its share, a request: "held" or ("ask", what its
