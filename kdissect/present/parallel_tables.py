@@ -625,7 +625,8 @@ def _recoded(column: pd.Series, *, appearance: bool) -> pd.Categorical | None:
     here, the few of them, rather than the whole column). None for any other column."""
     if not isinstance(column.dtype, pd.CategoricalDtype):
         return None
-    categories = pd.Index(column.cat.categories.to_numpy(dtype=object).astype(str), dtype="str")
+    # as text as the text's way makes it (numpy's own text would drop trailing NULs)
+    categories = pd.Index(pd.array(column.cat.categories.to_numpy(dtype=object), dtype="str"))
     if not categories.is_unique:
         return None
     codes = np.asarray(column.cat.codes, dtype=np.int64)
