@@ -320,22 +320,26 @@ def exchange_rows(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
     found = []
     answered: dict[int, float] = {}  # per connection: the time of its latest answer so far
+    ends: dict[int, tuple[str, str]] = {}  # per connection: its client and server as text
     for response in messages:
         request = response.pair
         if response.is_request or request is None:
             continue
         connection = response.frame.connection
+        asked, time = request.time, response.time
         # A broker reads a connection's next request only once it has answered the one
         # before: time between this request and the previous answer was spent queued.
-        before = answered.get(id(connection), request.time)
-        answered[id(connection)] = response.time
+        before = answered.get(id(connection), asked)
+        answered[id(connection)] = time
+        where = ends.get(id(connection))
+        if where is None:
+            where = ends[id(connection)] = (format_address(connection.client), format_address(connection.server))
         found.append({"request": request.number, "response": response.number,
-                      "time": response.time, "api_name": response.api_name,
-                      "latency_ms": (response.time - request.time) * 1000.0,
-                      "queued_ms": max(0.0, min(before, response.time) - request.time) * 1000.0,
+                      "time": time, "api_name": response.api_name,
+                      "latency_ms": (time - asked) * 1000.0,
+                      "queued_ms": max(0.0, min(before, time) - asked) * 1000.0,
                       "client_id": request.client_id or "", "stream": connection.index,
-                      "client": format_address(connection.client),
-                      "server": format_address(connection.server)})
+                      "client": where[0], "server": where[1]})
     return found
 
 
