@@ -10,6 +10,7 @@ users filter and count notes by what happened rather than by their wording;
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -41,6 +42,11 @@ class Note:
     def __str__(self) -> str:
         where = "" if self.offset is None else f" at 0x{self.offset:04x}"
         return f"{self.severity}: {self.message}{where}"
+
+
+def listed(found: Iterable[Note]) -> str:
+    """Notes as the tables list them: `severity: message` each, joined by `; `."""
+    return "; ".join([f"{n.severity}: {n.message}" for n in found])
 
 
 def chat(message: str, offset: int | None = None, id: str = "") -> Note:

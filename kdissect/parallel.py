@@ -395,20 +395,18 @@ def read_to_come(
     # the workers still hold the frames: `MessagesToCome` ends them, or, where they answer on
     # once it has the frames, whoever holds `finished` (`Finished.stop`)
     finished.keep = True
-    finished.answered = answer is not None
-    return MessagesToCome(team, kept, answers=answer is not None), finished
+    return MessagesToCome(team, kept), finished
 
 
 class MessagesToCome:
     """The messages of a capture the workers read (`read_to_come`), made from what they
     sent, by the same merge as `read_messages`, when first asked for."""
 
-    def __init__(self, team: _Team, kept: list[Kept], answers: bool = False) -> None:
+    def __init__(self, team: _Team, kept: list[Kept]) -> None:
         self.team, self.kept = team, kept
         self.count = sum(len(frames) for frames, _others in kept)
         self.messages: list[Message] | None = None
         self.held: list[list[Any]] | None = None  # the workers' frame events, until made messages
-        self.answers = answers  # the workers answer on once their frames are sent: kept running
         self.ending = weakref.finalize(self, team.stop)
 
     def __len__(self) -> int:
@@ -428,7 +426,7 @@ class MessagesToCome:
                     except BaseException:
                         self.team.stop()
                         raise
-                    if self.answers:
+                    if self.team.answers:  # they answer on once their frames are sent: kept running
                         self.ending.detach()
                     else:
                         self.team.stop()
@@ -452,7 +450,6 @@ class Finished:
             self.streams[worker][local] = connection.index
         self.ended: list[float | None] = [None] * len(team.pipes)  # each worker's CPU seconds once it sent all
         self.keep = False  # whether the workers outlive their parts (`read_to_come`)
-        self.answered = False  # whether they answer requests then (`read_to_come`'s `answer`)
 
     def part(self, worker: int) -> Any | None:
         """The next part `worker` made, waited for; None once it has sent them all. The
@@ -503,7 +500,7 @@ class Finished:
     def answering(self) -> bool:
         """Whether the workers answer requests (`answers`): they hold their shares, and have
         not been stopped."""
-        return self.answered and not self.team.stopping.is_set()
+        return self.team.answers and not self.team.stopping.is_set()
 
     def stop(self) -> None:
         self.team.stop()
@@ -657,6 +654,7 @@ class _Team:
         # A worker that holds its share (`read_to_come`) answers requests until it is stopped:
         # its replies (`_REPLIES`) go here, and its reader reads on after its last part.
         self.serving = bool(options.get("hold"))
+        self.answers = options.get("answer") is not None  # and answers requests (`Finished.answers`)
         self.replies = [queue.Queue[tuple[str, Any]]() for _ in range(jobs)]
         self.stale = [0] * jobs  # answers still to come that no one waits for (an interrupted wait)
         self.frames: list[list[Any]] | None = None  # the held frame events received so far (`held`)

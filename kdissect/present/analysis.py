@@ -33,7 +33,7 @@ from kdissect.error_codes import error_name
 from kdissect.ingest.capture import CaptureError
 from kdissect.ingest.files import source_name
 from kdissect.ingest.framing import DEFAULT_PORTS
-from kdissect.notes import Note
+from kdissect.notes import Note, listed
 from kdissect.pair.message import Message
 from kdissect.parallel import MessagesToCome
 from kdissect.pipeline import CaptureClock, KeyLogSource, read_messages
@@ -490,7 +490,7 @@ def _messages_frame(messages: list[Message]) -> pd.DataFrame:
         "pair": [None if pair is None else pair.number for pair in pairs],
         "latency_ms": [None if latency is None else round(latency * 1000.0, 6) for latency in latencies],
         "tls": [connection.tls for connection in connections],
-        "notes": ["; ".join([f"{n.severity}: {n.message}" for n in found]) if found else "" for found in notes],
+        "notes": [listed(found) if found else "" for found in notes],
         "file": [message.file for message in messages],
     }
     return typed(columns, _MESSAGE_DTYPES)

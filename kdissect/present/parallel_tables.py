@@ -47,6 +47,7 @@ are started only where the reading workers cannot serve: messages made while rea
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import re
 import time
@@ -62,6 +63,7 @@ from pandas.api.types import union_categoricals
 from kdissect.decode.schema import DefinitionSource
 from kdissect.decode.values import cycle_collection_paused
 from kdissect.ingest.framing import Connection, Direction, Frame
+from kdissect.notes import listed
 from kdissect.pair.message import Message
 from kdissect.parallel import (
     Finished,
@@ -395,10 +397,9 @@ def _notes_renumbered(table: pd.DataFrame, messages: list[Message], numbers: np.
         return
     notes = table["notes"].to_numpy(dtype=object, na_value="")
     for place in places:
-        shown = [_NUMBER.sub(lambda found: f"#{numbers[int(found.group(1)) - 1]}", note.message)
-                 if note.id in _NAMING else note.message for note in messages[place].all_notes()]
-        notes[place] = "; ".join(f"{note.severity}: {text}"
-                                 for note, text in zip(messages[place].all_notes(), shown, strict=True))
+        notes[place] = listed(dataclasses.replace(note, message=_NUMBER.sub(
+            lambda found: f"#{numbers[int(found.group(1)) - 1]}", note.message)) if note.id in _NAMING else note
+            for note in messages[place].all_notes())
     table["notes"] = column(notes.tolist(), "string")
 
 
@@ -423,8 +424,7 @@ def _released(table: pd.DataFrame) -> pd.DataFrame:
     if found:
         notes = table["notes"].to_numpy(dtype=object, na_value="")
         for place, note in found:
-            text = f"{note.severity}: {note.message}"
-            notes[place] = f"{notes[place]}; {text}" if notes[place] else text
+            notes[place] = listed([note]) if not notes[place] else f"{notes[place]}; {listed([note])}"
         table["notes"] = column(notes.tolist(), "string")
     return table
 
