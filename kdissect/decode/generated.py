@@ -20,8 +20,10 @@ decoder takes it only when its record batches decode without a note (see
 `check_records`), so nothing the interpreter would say about them is lost.
 
 Runs of fixed-size fields become one `struct` call. A tagged-field block that is
-not empty is checked (`tagged_fields_reader`) and skipped: tagged values are not
-flat values on either path. Anything unusual (a length past the end, bad UTF-8,
+not empty is checked and read (`tagged_fields_reader`): each tag this version
+defines that is on the wire adds its value to the struct's dict by the field's
+name, after the untagged fields, in wire order (an absent tag is absent from the
+dict, as on the interpreter's tree); unknown tags are not values. Anything unusual (a length past the end, bad UTF-8,
 a null where the version allows none, a presence byte other than 1 or -1, a
 non-minimal varint, a tag out of order, a field kind this generator does not
 know) makes the decoder give up: the caller then
@@ -186,14 +188,17 @@ class _Generator:
             batch = []
             values.append((field, self.field(field, indent)))
         values.extend(self.batch(batch, indent))
+        tagged = ""
         if plan.flexible:  # most tagged-field blocks are empty: one byte, 0
-            reader = self.out.fresh("tagged")
+            reader, tagged = self.out.fresh("tagged"), self.out.fresh("t")
             self.out.constants[reader] = tagged_fields_reader(plan)
-            self.out.emit(indent, f"if data[pos]: pos = {reader}(data, pos, limit)")
-            self.out.emit(indent, "else: pos += 1")
+            self.out.emit(indent, f"if data[pos]: pos, {tagged} = {reader}(data, pos, limit)")
+            self.out.emit(indent, f"else: pos += 1; {tagged} = None")
         name = self.out.fresh("s")
         items = ", ".join(f"{field.name!r}: {value}" for field, value in values)
         self.out.emit(indent, f"{name} = {{{items}}}")
+        if tagged and plan.tagged:  # (without a defined tag, the reader finds no value)
+            self.out.emit(indent, f"if {tagged}: {name}.update({tagged})")
         return name
 
     def batch(self, fields: list[FieldPlan], indent: int) -> list[tuple[FieldPlan, str]]:
@@ -392,25 +397,28 @@ def field_decoder(field: FieldPlan) -> FieldDecoder | None:
     return decoder
 
 
-TaggedFieldsReader = Callable[[bytes, int, int], int]
+TaggedFieldsReader = Callable[[bytes, int, int], tuple[int, dict[str, Any] | None]]
 
 
 def tagged_fields_reader(plan: StructPlan) -> TaggedFieldsReader:
-    """What a struct's generated decoder calls on a non-empty tagged-field block: its end.
+    """What a struct's generated decoder calls on a non-empty tagged-field block: its end,
+    and the flat values of the tags `plan` defines that it holds, by field name in wire
+    order (None when it holds none), for the struct's dict (`tree_values` reads the same
+    off the interpreter's tree).
 
-    The block's values are not part of the struct's flat values (the interpreter's
-    `tree_values` has none either); what is checked is that the interpreter would
-    have nothing to say about it: tags ascending, every entry within `limit`, each
-    known tag's value decoding to exactly its declared size. Anything else is
-    refused. Unknown tags are kept as their bytes, as the interpreter keeps them.
+    What is checked is that the interpreter would have nothing to say about the block:
+    tags ascending, every entry within `limit`, each known tag's value decoding to
+    exactly its declared size. Anything else is refused. Unknown tags are kept as their
+    bytes, as the interpreter keeps them, and are not values.
     """
-    decoders = {tag: field_decoder(field) for tag, field in plan.tagged.items()}
+    decoders = {tag: (field.name, field_decoder(field)) for tag, field in plan.tagged.items()}
 
-    def read_tagged_fields(data: bytes, pos: int, limit: int) -> int:
+    def read_tagged_fields(data: bytes, pos: int, limit: int) -> tuple[int, dict[str, Any] | None]:
         count, pos = uvarint(data, pos)
         if pos + 2 * count > limit:
             raise Unusual("tagged fields past the end")
         previous = -1
+        found: dict[str, Any] | None = None
         for _ in range(count):
             tag, pos = uvarint(data, pos)
             size, start = uvarint(data, pos)
@@ -419,10 +427,16 @@ def tagged_fields_reader(plan: StructPlan) -> TaggedFieldsReader:
                 raise Unusual("a tagged field past the end, or tags out of order")
             previous = tag
             if tag in decoders:
-                decoder = decoders[tag]
-                if decoder is None or decoder(data, start, pos)[1] != pos:
+                name, decoder = decoders[tag]
+                if decoder is None:
+                    raise Unusual(f"tagged field {tag} of a kind the fast path does not read")
+                value, end = decoder(data, start, pos)
+                if end != pos:
                     raise Unusual(f"tagged field {tag} not exactly its declared size")
-        return pos
+                if found is None:
+                    found = {}
+                found[name] = value
+        return pos, found
     return read_tagged_fields
 
 

@@ -56,15 +56,33 @@ def _message_decoder(kind: str, api_key: int, version: int) -> MessageDecoder | 
 
 
 def tree_values(node: Node, plan: StructPlan) -> Values:
-    """The flat values of a decoded struct node; fields the tree lacks (a partial decode) are absent."""
+    """The flat values of a decoded struct node; fields the tree lacks (a partial decode) are absent.
+
+    After the untagged fields, the tagged ones its block holds, in wire order, by field
+    name (as `generated.tagged_fields_reader` gives them); unknown tags are not values."""
     values: Values = {}
     children = {child.name: child for child in node.children if not child.generated}
     for field in plan.fields:
         child = children.get(field.name)
         if child is None:
-            break
+            return values
         values[field.name] = _field_value(child, field)
+    block = children.get("tagged_fields") if plan.tagged else None
+    if block is not None:
+        for entry in block.children:
+            tagged = _tagged_field(plan, entry)
+            value = None if tagged is None else next((c for c in entry.children if c.name == "value"), None)
+            if tagged is not None and value is not None:
+                values[tagged.name] = _field_value(value, tagged)
     return values
+
+
+def _tagged_field(plan: StructPlan, entry: Node) -> FieldPlan | None:
+    """The field of a tagged-field entry of `plan`'s block (its `tag` child), None for an
+    unknown tag or a node that is not an entry (the block's `count`)."""
+    tag = entry.children[0] if entry.children and entry.children[0].name == "tag" else None
+    field = None if tag is None else plan.tagged.get(tag.value)
+    return field if field is not None and field.name == entry.name else None
 
 
 def _field_value(node: Node, field: FieldPlan) -> Any:

@@ -17,8 +17,8 @@ structs that can hold them, in wire order, as the generic walk would:
 
 They read flat values as `Message.values()` gives them, complete (generated
 decoders) or partial (read off the interpreter's tree): absent fields and null
-arrays or structs hold nothing. Tagged fields are not among flat values, so no
-walk looks for them.
+arrays or structs hold nothing. Tagged fields are looked for as untagged ones are,
+after them (`value_fields`): a tag that is not on the wire is an absent field.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan
+from kdissect.decode.schema.plan import FieldPlan, Kind, StructPlan, value_fields
 
 Values = dict[str, Any]
 # A struct and where it sits: (its values, its field name, its array index or None, the outer chain).
@@ -103,13 +103,13 @@ class _Source:
 
 
 def _holds(plan: StructPlan, wanted: Callable[[FieldPlan], bool], memo: dict[int, bool]) -> bool:
-    """Whether any untagged field matching `wanted` sits in `plan`, at any depth."""
+    """Whether any field matching `wanted` sits in `plan`, at any depth, tagged or not."""
     key = id(plan)
     if key in memo:
         return memo[key]
     memo[key] = False  # a struct that contains itself adds nothing new
     found = any(wanted(f) or ((inner := inner_struct(f)) is not None and _holds(inner, wanted, memo))
-                for f in plan.fields)
+                for f in value_fields(plan))
     memo[key] = found
     return found
 
@@ -162,7 +162,7 @@ def _error_function(source: _Source, plan: StructPlan, memo: dict[int, bool], *,
         source.emit(1, "here = (s, name, index, outer)")
     else:
         source.emit(0, f"def {source.names[id(plan)]}(s, found):")
-    for field in plan.fields:
+    for field in value_fields(plan):
         inner = inner_struct(field)
         if is_error_code(field):
             source.emit(1, f"c = s.get({field.name!r})")
@@ -230,7 +230,7 @@ def _scope_function(source: _Source, plan: StructPlan, names: tuple[str, ...], w
                     memo_names: dict[int, bool]) -> None:
     slots = [f"r{index}" for index in range(len(names))]
     source.emit(0, f"def {source.names[id(plan)]}(s, rows, {', '.join(slots)}):")
-    scalars = {f.name for f in plan.fields if f.kind not in (Kind.ARRAY, Kind.STRUCT)}
+    scalars = {f.name for f in value_fields(plan) if f.kind not in (Kind.ARRAY, Kind.STRUCT)}
     for slot, name in zip(slots, names, strict=True):
         if name in scalars:
             source.emit(1, f"v = s.get({name!r})")
@@ -238,7 +238,7 @@ def _scope_function(source: _Source, plan: StructPlan, names: tuple[str, ...], w
     live = " or ".join(f"{slot} is not None" for slot, name in zip(slots, names, strict=True) if name in wanted)
     source.emit(1, f"live = {live or 'False'}")
     source.emit(1, f"if live: rows.append(({', '.join(slots)},))")
-    inners = [(field, inner) for field in plan.fields if (inner := inner_struct(field)) is not None]
+    inners = [(field, inner) for field in value_fields(plan) if (inner := inner_struct(field)) is not None]
     if not any(_holds(inner, lambda f: f.name in names and f.kind not in _NESTED, memo_names) for _, inner in inners):
         inners = []  # each struct inside would only repeat this one's row
     for field, inner in inners:
@@ -294,10 +294,10 @@ def first_path_walk(plan: StructPlan, paths: tuple[tuple[str, ...], ...]) -> Pat
 
 
 def path_exists(plan: StructPlan, path: tuple[str, ...]) -> bool:
-    """Whether each step of a field-name path names an untagged field of the struct it reaches."""
+    """Whether each step of a field-name path names a field of the struct it reaches."""
     struct: StructPlan | None = plan
     for step in path:
-        field = None if struct is None else next((f for f in struct.fields if f.name == step), None)
+        field = None if struct is None else next((f for f in value_fields(struct) if f.name == step), None)
         if field is None:
             return False
         struct = inner_struct(field)
@@ -305,7 +305,7 @@ def path_exists(plan: StructPlan, path: tuple[str, ...]) -> bool:
 
 
 def _path_steps(source: _Source, plan: StructPlan, path: tuple[str, ...], item: str, indent: int) -> None:
-    field = next((f for f in plan.fields if f.name == path[0]), None)
+    field = next((f for f in value_fields(plan) if f.name == path[0]), None)
     if field is None:
         return
     value = f"x{indent}"

@@ -40,8 +40,8 @@ RULES: dict[int, tuple[tuple[Rule, ...], tuple[Rule, ...]]] = {
         (("partitions", "Responses.PartitionResponses", count),
          ("base_offsets", "Responses.PartitionResponses.BaseOffset", distinct), THROTTLE),
     ),
-    1: (  # Fetch
-        (("max_wait", "MaxWaitMs", milliseconds), ("min_bytes", "MinBytes", value),
+    1: (  # Fetch: a follower's (a broker's) replica id, in the tagged ReplicaState from v15
+        (("replica", "ReplicaId|ReplicaState.ReplicaId", known), ("max_wait", "MaxWaitMs", milliseconds), ("min_bytes", "MinBytes", value),
          ("session", "SessionId", nonzero), ("session_epoch", "SessionEpoch", known),
          ("partitions", "Topics.Partitions", count)),
         (("session", "SessionId", nonzero), ("partitions", "Responses.Partitions", count),

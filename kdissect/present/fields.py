@@ -538,23 +538,47 @@ class TreeBody:
         if self._by_name is None:
             found: dict[str, list[Node]] = {}
             names = self._names
-            for node in _field_nodes(self.body):
-                if names is None or node.name in names:
-                    found.setdefault(node.name, []).append(node)
+            for name, node in _field_nodes(self.body):
+                if names is None or name in names:
+                    found.setdefault(name, []).append(node)
             self._by_name = found
         return self._by_name
 
 
-def _field_nodes(body: Node) -> Iterator[Node]:
-    """Every field node under a body, in order; array elements themselves are not fields."""
-    stack = list(reversed(body.children))
+def _field_nodes(body: Node) -> Iterator[tuple[str, Node]]:
+    """Every field under a body, in order, by name with its node; array elements themselves
+    are not fields."""
+    stack = list(reversed(list(_children(body))))
     while stack:
-        node = stack.pop()
-        if node.name in _STRUCTURAL:
-            continue
-        if not _ELEMENT.fullmatch(node.name):
-            yield node
-        stack.extend(reversed(node.children))
+        name, node = stack.pop()
+        if not _ELEMENT.fullmatch(name):
+            yield name, node
+        stack.extend(reversed(list(_children(node))))
+
+
+def _children(node: Node) -> Iterator[tuple[str, Node]]:
+    """A node's fields (or an array's elements), by name with their nodes, in wire order: a
+    tagged field the node's block holds is one too, its value's node under the field's name,
+    as flat values hold it; the rest of the block (tag, size, unknown tags) is scaffolding."""
+    for child in node.children:
+        if child.name == "tagged_fields":
+            for entry in child.children:
+                header = entry.children[0] if entry.children else None
+                if header is None or header.name != "tag" or entry.name.startswith("unknown_tag_"):
+                    continue
+                value = next((inner for inner in entry.children if inner.name == "value"), None)
+                if value is not None:
+                    yield entry.name, value
+        elif child.name not in _STRUCTURAL:
+            yield child.name, child
+
+
+def _child(node: Node, name: str) -> Node | None:
+    """A node's field of that name, a tagged one too (`_children`)."""
+    found = node.child(name)
+    if found is None and any(child.name == "tagged_fields" for child in node.children):
+        found = next((child for field, child in _children(node) if field == name), None)
+    return found
 
 
 def _elements(array: Node) -> list[Node]:
@@ -575,7 +599,7 @@ def _descend(node: Node, index: int | None, rest: Path) -> Iterator[Any]:
     if index is not None:
         return
     if rest:
-        child = node.child(rest[0].name)
+        child = _child(node, rest[0].name)
         if child is not None:
             yield from _descend(child, rest[0].index, rest[1:])
     else:
@@ -588,7 +612,7 @@ def _leaf(node: Node) -> Iterator[Any]:
     if node.type == "records" or not node.children:
         if node.value is not None:
             yield node.value
-    elif any(child.name not in _STRUCTURAL for child in node.children):
+    elif _has_fields(node):
         yield node
 
 
@@ -596,7 +620,7 @@ def _descend_element(element: Node, rest: Path) -> Iterator[Any]:
     if not rest:
         yield from _leaf(element)
         return
-    child = element.child(rest[0].name)
+    child = _child(element, rest[0].name)
     if child is not None:
         yield from _descend(child, rest[0].index, rest[1:])
 
@@ -614,15 +638,13 @@ def scoped_structs(body: BodyFields) -> Iterator[dict[str, Any]]:
 def _scoped(struct: Node, outer: dict[str, Any]) -> Iterator[dict[str, Any]]:
     scope = dict(outer)
     inner: list[Node] = []
-    for child in struct.children:
-        if child.name in _STRUCTURAL:
-            continue
+    for name, child in _children(struct):
         if child.type.startswith("[]"):
             inner.extend(c for c in _elements(child) if _has_fields(c))
         elif _has_fields(child):
             inner.append(child)
         elif child.value is not None:
-            scope[child.name] = child.value
+            scope[name] = child.value
     yield scope
     for node in inner:
         yield from _scoped(node, scope)
@@ -630,7 +652,7 @@ def _scoped(struct: Node, outer: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _has_fields(node: Node) -> bool:
     """A struct with fields of its own (not a null one, nor one of no fields)."""
-    return any(child.name not in _STRUCTURAL for child in node.children)
+    return next(_children(node), None) is not None
 
 
 class ValuesBody:

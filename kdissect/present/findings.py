@@ -414,10 +414,11 @@ def _fact(message: Message, kind: str, value: str, client_id: str, topic: str) -
 
 
 def _values_tell(message: Message) -> bool:
-    """Whether a body's flat values hold every fact its tree does. They leave out tagged
-    fields: so not where one (at any depth, or under one) is an error code or a fact read
-    at the top of a body, nor where one names a topic in a struct holding error codes;
-    nor where a struct or an array is named as a fact is."""
+    """Whether a body's flat values give every fact its tree does, in its order. The tree
+    holds tagged fields deeper, under their block's entries, and `_walk_values` reads only
+    the untagged ones: so not where a tagged field (at any depth, or under one) is an
+    error code or a fact read at the top of a body, nor where one names a topic in a
+    struct holding error codes; nor where a struct or an array is named as a fact is."""
     key, version = message.api_key, message.api_version
     return key is not None and version is not None and _plan_values_tell(key, version, message.kind)
 

@@ -174,8 +174,11 @@ def _fetch_rows(message: Message, body: Values) -> list[dict[str, Any]]:
     rows = []
     if message.is_request:
         row |= {column: body.get(name) for name, column in _FETCH_REQUEST.items()}
-        # -1: a consumer, not a follower. From v15 the follower's id is in the tagged
-        # ReplicaState, which flat values do not carry: missing there.
+        # -1: a consumer, not a follower. From v15 a follower's id is in the tagged
+        # ReplicaState, which a consumer leaves out: missing then.
+        state = body.get("ReplicaState")
+        if type(state) is dict:
+            row["replica_id"] = state.get("ReplicaId")
         row["replica_id"] = known(row["replica_id"])
         for topic in items(body, "Topics"):
             for partition in items(topic, "Partitions"):

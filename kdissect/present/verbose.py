@@ -72,6 +72,9 @@ _NO_DISPLAYS: dict[str, Display] = {}
 _NO_GENERATED: Generated = {}
 _SCALARS = (Kind.INTEGER, Kind.FLOAT, Kind.BOOL, Kind.UUID)  # one line each, of a fixed size
 _STRINGS = (Kind.STRING, Kind.BYTES)
+# A struct whose version defines tags may carry their values after its fields (the tagged
+# block is written from the frame): its fields are the first of its values.
+_REST = "*_, "
 # Python allows 20 statically nested blocks; deeper structs get a function of their own.
 _MAX_INLINE_INDENT = 12
 
@@ -507,7 +510,7 @@ class _Generator:
             self.pure(indent, f"{ended} = {prefix} + '    '")
         items = [out.fresh("x") for _ in plan.fields]
         if items:
-            self.pure(indent, f"{', '.join(items)}, = {values}.values()")
+            self.pure(indent, f"{', '.join(items)}, {_REST if plan.tagged else ''}= {values}.values()")
         extra = after = ""
         if self.generated:
             extra, after = out.fresh("extra"), out.fresh("after")
@@ -751,7 +754,7 @@ class _Generator:
         self.line(inner, _fline(head, "struct", "p", str(size + plan.flexible), ""))
         items = [out.fresh("x") for _ in plan.fields]
         if items:
-            self.pure(inner, f"{', '.join(items)}, = {item}.values()")
+            self.pure(inner, f"{', '.join(items)}, {_REST if plan.tagged else ''}= {item}.values()")
         for field, name in zip(plan.fields, items, strict=True):
             self.field(field, _literal(field.name), name, field.about, field_branch, "", inner, named=True)
         if plan.flexible:

@@ -66,6 +66,13 @@ class StructPlan:
 
 
 @functools.cache  # plans live as long as the process and compare by identity
+def value_fields(plan: StructPlan) -> tuple[FieldPlan, ...]:
+    """The fields a struct's flat values may hold, in wire order: the untagged ones, then the
+    tagged ones by tag (each only when its tag is on the wire)."""
+    return (*plan.fields, *(plan.tagged[tag] for tag in sorted(plan.tagged)))
+
+
+@functools.cache  # plans live as long as the process and compare by identity
 def _struct_holds_records(plan: StructPlan) -> bool:
     return any(_holds_records(f) for f in (*plan.fields, *plan.tagged.values()))
 
