@@ -14,7 +14,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import IO, TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from kdissect import __version__
 from kdissect.decode.tree import printable
@@ -356,8 +356,10 @@ def _list(args: argparse.Namespace, keep: Selection, sink: _Sink) -> int:
         sink.begin(clock)
         sink.prompt = sink.prompt or _live_input(paths)
         # Where every message is written and none is looked at here, `--jobs` hands them to
-        # the sink a round of its merge at a time, to be written at once (`write_released`).
-        hand = None if see or selected or args.count or sink.prompt else sink.write_released
+        # the sink a round of its merge at a time, to be written at once (`write_released`):
+        # -i's marks too are then the workers' (`_TextLines`), when they make the text.
+        looked_at = see is not None and getattr(sink, "coding", None) is None
+        hand = None if looked_at or selected or args.count or sink.prompt else sink.write_released
         prepare, split = _with_filter_tests(sink.prepare, args, paths)
         for found in _messages(paths, args, clock, prepare, functools.partial(sink.flush, through=True),
                                released=hand):
@@ -369,7 +371,7 @@ def _list(args: argparse.Namespace, keep: Selection, sink: _Sink) -> int:
             known = None
             if split and prepared is not None:
                 prepared, known = prepared
-            if see is not None:
+            if see is not None and prepared is None:  # (else its worker saw it)
                 see(message)
             if selected is not None and not selected(message, known):
                 continue
@@ -555,7 +557,7 @@ def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: Captur
     # Where the workers make the output, the merge makes no reference cycles: it runs
     # without the cycle collector (`cycle_collection_paused`), which would walk again and
     # again the batches read ahead of the merge (a sixth of the merging process's time).
-    # Where it decodes bodies itself (-i, -Y), the collector stays on.
+    # Where it decodes bodies itself (-Y; -i with -t d), the collector stays on.
     paused = cycle_collection_paused() if getattr(prepare, "spooled", False) else contextlib.nullcontext()
     try:
         with paused:
@@ -808,22 +810,32 @@ class _TextSink(_Sink):
         if self.prompt or through:
             self.out.flush()
 
-    def _write_prepared(self, message: Message, prepared: tuple[Any, int, int, int]) -> None:
+    def _write_prepared(self, message: Message, prepared: tuple[Any, ...]) -> None:
         """A message whose text a worker made (`_TextLines`; bytes, or a `spool.Piece`): the
         capture's number before it; when the merge gave the message notes the worker could
-        not know of, its summary line's notes as the merge has them."""
-        tail, notes, cut, end = prepared
+        not know of, its summary line's notes as the merge has them; a change mark's number
+        made the capture's (`Marked`)."""
+        tail, notes, cut, end = prepared[:4]
+        marked: Marked | None = prepared[4] if len(prepared) > 4 else None
         if self.held:
             self.flush()
         chunks = self.chunks
-        if notes == len(message.notes):
+        if notes == len(message.notes) and marked is None:
             chunks += (number_text(message.number), tail)  # joined once, when written: one copy of the text
         else:
             if chunks:  # first: reading a text out of a worker's ring frees the ring up to its end
                 self._write_chunks()
             text = read_all(tail)
-            found = self.notes_text(message.all_notes()).encode(*self.coding or ("utf-8",))
-            chunks += (number_text(message.number), text[:cut], found, text[end:])
+            if marked is not None and marked.local:  # after the notes: put in first
+                numbers = getattr(self.prepare, "numbers", None) or ()
+                named = b"%d" % numbers[marked.worker][marked.local - 1]
+                text = text[:marked.at] + named + text[marked.at + marked.size:]
+            if notes == len(message.notes):
+                chunks += (number_text(message.number), text)
+            else:
+                found = self.notes_text(_with_tree_notes(message.all_notes(), marked)).encode(
+                    *self.coding or ("utf-8",))
+                chunks += (number_text(message.number), text[:cut], found, text[end:])
         if len(chunks) >= 2 * SUMMARY_BATCH or self.prompt:
             self.flush()
 
@@ -890,10 +902,15 @@ class _TextLines:
     name other messages by number (numbers of the worker's) says -1: the merge's notes
     name them by the capture's.
 
-    For the plain, -V and -x text, with the time relative to the capture's first packet
+    For the plain, -V, -x and -i text, with the time relative to the capture's first packet
     (told by `started`) or absolute; not with what depends on the messages shown before
-    (-t d, -i's change marks) or on a filter (which may decode a body, whose notes then
-    show on the summary line).
+    (-t d) or on a filter (which may decode a body, whose notes then show on the summary
+    line).
+
+    -i's change marks compare a response with the previous one of its connection and API,
+    all of which its worker holds; they name it by the worker's number, which the merge
+    makes the capture's (`numbers`). A message with a mark, or with notes of a tree that
+    -i decoded, says so in a fifth item (`Marked`), and the merge writes it in Python.
     """
 
     spooled = True  # the text reaches the merge in shared memory (`kdissect.spool`)
@@ -906,8 +923,11 @@ class _TextLines:
         # under them; the hex dump), imported before the workers are forked (`preload` of
         # `kdissect.parallel.read_messages`)
         self.preload = ((("kdissect.present.text", "kdissect.decode.values") if args.verbose else ())
-                        + (("kdissect.present.hexdump",) if args.hex else ()))
-        self.warm_up = bool(args.verbose)  # the tree decodes every body (`kdissect.parallel.warm`)
+                        + (("kdissect.present.hexdump",) if args.hex else ())
+                        + (("kdissect.present.summary", "kdissect.present.changes", "kdissect.decode.values")
+                           if args.info else ()))
+        # the tree, or -i, decodes every body (`kdissect.parallel.warm`)
+        self.warm_up = bool(args.verbose or args.info)
         self.sink: _TextSink | None = None  # in the worker, writing to a string
         self.utf8 = codecs.lookup(encoding).name == "utf-8"  # which encodes piece by piece alike
         # whether the encoding writes ASCII as ASCII: then an ASCII text goes on as a str, whose
@@ -916,6 +936,10 @@ class _TextLines:
         # In a forked worker, its ring (`kdissect.parallel.Prepare`): an ASCII text is joined
         # straight into it (`spool.Ring.put_lines`), not into a str that is then copied there.
         self.ring: Ring | None = None
+        self.worker = 0  # in a worker, its index (`kdissect.parallel`): what -i's marks say
+        # Where the messages are merged, with -i: per worker, the capture's number of each of its
+        # messages, in its order (filled by the merge: `kdissect.parallel.read_messages`)
+        self.numbers: list[Any] | None = [] if args.info else None
 
     @staticmethod
     def coding(out: IO[str], args: argparse.Namespace) -> tuple[str, str] | None:
@@ -923,7 +947,7 @@ class _TextLines:
         written to it (a text file over bytes), else None."""
         encoding = getattr(out, "encoding", None)
         if (not hasattr(out, "buffer") or not isinstance(encoding, str) or not _writes_ascii(encoding)
-                or args.info or args.filter or args.api is not None or args.time == "d"):
+                or args.filter or args.api is not None or args.time == "d"):
             return None
         return encoding, getattr(out, "errors", None) or "strict"
 
@@ -935,38 +959,78 @@ class _TextLines:
 
     def started(self, start_ns: int) -> _TextLines:
         started = _TextLines(self.args, self.encoding, self.errors, start_ns)
-        started.ring = self.ring
+        started.ring, started.worker = self.ring, self.worker
         return started
 
-    def __call__(self, message: Message) -> tuple[bytes | tuple[int, int], int, int, int]:
+    def __call__(self, message: Message) -> tuple[Any, ...]:
         """The text (or where it lies in the worker's ring), the message's notes then (-1:
         some name messages by the worker's numbers), and where in the text the summary line's
-        notes start and end (bytes)."""
+        notes start and end (bytes); with -i, for a message with a change mark or notes of
+        its tree, a fifth item: `Marked`."""
         sink = self.sink
         if sink is None:
             sink = self.sink = _TextSink(io.StringIO(), self.args)  # writes nothing: its pieces are taken
             sink.clock.start_ns = self.start_ns
+        if sink.changes is not None:  # every message, in its connection's order (`changes`)
+            sink.see(message)
         line = sink.line(message)
         number = message.number  # the merge's to write: it starts the line, in 6 places at least
         line = line[6 if number < 1_000_000 else len(str(number)):]
         notes = len(message.notes)
         if notes and any(note.id in NUMBERED_NOTES for note in message.notes):
             notes = -1
-        end = len(line) - (len(_file_part(message)) if sink.show_file else 0)
-        cut = end - len(sink.notes_text(message.all_notes())) if message.notes or message.frame.notes else end
+        mark = sink.marks[1] if sink.marks[0] is message else ""
+        end = len(line) - (len(_file_part(message)) if sink.show_file else 0) - len(mark)
+        tree = message._tree  # decoded for -i: its notes end the summary line too
+        cut = end - len(sink.notes_text(message.all_notes())) if (message.notes or message.frame.notes
+                                                                  or tree is not None) else end
+        marked = None
+        if mark or (tree is not None and tree.all_notes()):
+            from kdissect.present.changes import MARK_HEAD
+
+            named = sink.changes.named if mark and sink.changes is not None else 0
+            tree_notes = tuple(tree.all_notes()) if tree is not None else ()
+            marked = Marked(self.worker, named, end + len(MARK_HEAD), len(str(named)) if named else 0, tree_notes)
         if not line.isascii():  # where they are in the encoded text
             cut, end = (len(line[:at].encode(self.encoding, self.errors)) for at in (cut, end))
+            if marked is not None:
+                marked = marked._replace(at=len(line[:marked.at].encode(self.encoding, self.errors)))
         if sink.lines_only:
-            return (line + "\n").encode(self.encoding, self.errors), notes, cut, end
+            return _made((line + "\n").encode(self.encoding, self.errors), notes, cut, end, marked)
         pieces = sink.pieces(message, line)
         if self.ring is not None and self.ascii and (placed := self.ring.put_lines(pieces)) is not None:
-            return placed, notes, cut, end
+            return _made(placed, notes, cut, end, marked)
         text = "\n".join(pieces)
         if text.isascii():  # as a str, its characters its bytes, where they are (`Ring.put`)
-            return (text if self.ascii else text.encode(self.encoding, self.errors)), notes, cut, end  # type: ignore[return-value]
+            return _made(text if self.ascii else text.encode(self.encoding, self.errors), notes, cut, end, marked)
         if not self.utf8:
-            return text.encode(self.encoding, self.errors), notes, cut, end
-        return _encoded_pieces(pieces, self.encoding, self.errors), notes, cut, end
+            return _made(text.encode(self.encoding, self.errors), notes, cut, end, marked)
+        return _made(_encoded_pieces(pieces, self.encoding, self.errors), notes, cut, end, marked)
+
+
+class Marked(NamedTuple):
+    """What the merge needs of a message's -i text beyond the usual four items: the worker
+    that made it; the worker's number of the message its change mark names (0: no mark),
+    where that number's digits are in the text, and how many there are (bytes); the notes
+    of the tree -i decoded, which end the summary line after the message's own."""
+
+    worker: int
+    local: int
+    at: int
+    size: int
+    tree_notes: tuple[Note, ...]
+
+
+def _made(text: Any, notes: int, cut: int, end: int, marked: Marked | None) -> tuple[Any, ...]:
+    return (text, notes, cut, end) if marked is None else (text, notes, cut, end, marked)
+
+
+def _with_tree_notes(notes: list[Note], marked: Marked | None) -> list[Note]:
+    """A message's notes and, after them, its tree's that -i decoded (`Message.all_notes`)."""
+    if marked is None or not marked.tree_notes:
+        return notes
+    seen = {(note.severity, note.message) for note in notes}
+    return notes + [note for note in marked.tree_notes if (note.severity, note.message) not in seen]
 
 
 class _JsonLines:

@@ -90,6 +90,7 @@ def same_output(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
     ("-V", "-x"),
     ("-T", "json"),
     ("-i", "-t", "d", "--frames", "--show-file"),
+    ("-i", "-V", "--frames", "--show-file"),
 ], ids=" ".join)
 def test_two_jobs_write_the_same_bytes_for_every_capture_read_as_one(
         capsys: pytest.CaptureFixture[str], every_capture: list[str], options: tuple[str, ...]) -> None:
@@ -110,6 +111,39 @@ def test_many_connections_give_the_same_bytes(capsys: pytest.CaptureFixture[str]
     for capture in (many, lossy):
         same_output(capsys, *options, capture)
     same_output(capsys, "--stats", "-T", "json", lossy)
+
+
+def test_the_workers_change_marks_name_messages_by_the_captures_numbers(
+        capsys: pytest.CaptureFixture[str], many: str, lossy: str) -> None:
+    """-i's change marks are made where each connection's messages are, and name the
+    previous response by the worker's number: the merge makes it the capture's. The
+    fuzz-found captures add bodies whose notes end the summary line."""
+    for capture in sorted(str(p) for p in (Path(__file__).parent / "fuzz_regressions").glob("*.pcap")):
+        assert run(capsys, "--jobs", "2", "-i", capture) == run(capsys, "--jobs", "1", "-i", capture)
+    same_output(capsys, "-i", "-V", lossy)
+    out = same_output(capsys, "-i", many)
+    marks = [line for line in out.splitlines() if " changed since #" in line]
+    assert len(marks) >= 10
+    # each names an earlier response of its connection, by the capture's number
+    number_of = {int(line.split()[0]): line for line in out.splitlines()}
+    for line in marks:
+        named = int(line.split(" changed since #")[1].split(":")[0])
+        assert named < int(line.split()[0]) and "Response" in number_of[named]
+        assert number_of[named].split()[2:5] == line.split()[2:5]  # the same connection
+
+
+def test_notes_of_the_bodies_minus_i_decodes_join_the_merges_in_one_processs_order(
+        capsys: pytest.CaptureFixture[str], public_captures: Path) -> None:
+    """A body -i decodes may have notes of its own (librdkafka's quirk after an ApiVersions
+    v0 request), which its worker writes on the summary line; where the merge adds notes of
+    its own (a request shown before any answer), it writes the line's notes again, the
+    body's after its own, as one process does."""
+    joined = []
+    for capture in sorted(p for p in public_captures.iterdir() if p.suffix in (".pcap", ".pcapng")):
+        out = run(capsys, "--jobs", "2", "-i", str(capture))
+        assert out == run(capsys, "--jobs", "1", "-i", str(capture)), capture.name
+        joined += [line for line in out[1].splitlines() if "(hold limit); librdkafka's draft" in line]
+    assert joined
 
 
 def test_a_lossy_capture_still_has_what_ties_connections_together(lossy: str) -> None:

@@ -169,9 +169,12 @@ def test_a_worker_sends_each_message_text_after_its_number_and_its_note_count() 
 
 def test_the_workers_make_the_text_only_when_it_depends_on_nothing_they_cannot_know() -> None:
     parser = build_parser()
-    for arguments in (["-i"], ["-t", "d"], ["-Y", "api_key == 3"], ["--api", "Metadata"]):
+    for arguments in (["-t", "d"], ["-i", "-t", "d"], ["-Y", "api_key == 3"], ["--api", "Metadata"]):
         args = parser.parse_args([*arguments, "x.pcap"])
         assert _TextLines.coding(io.TextIOWrapper(io.BytesIO()), args) is None
+    # -i's change marks are the workers' too: they name messages the merge numbers again
+    args = parser.parse_args(["-i", "x.pcap"])
+    assert _TextLines.coding(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), args) == ("utf-8", "strict")
     args = parser.parse_args(["-V", "x.pcap"])
     assert _TextLines.coding(io.StringIO(), args) is None  # no bytes underneath
     assert _TextLines.coding(io.TextIOWrapper(io.BytesIO(), encoding="latin-1"), args) == ("latin-1", "strict")
@@ -200,7 +203,8 @@ def test_the_merge_runs_without_the_cycle_collector_only_where_the_workers_make_
 
     monkeypatch.setattr(_TextSink, "write", noting)
     path = str(CAPTURES / "incident.pcap")
-    for options, paused in ((["-V"], True), (["-i"], False), (["-V", "-Y", "api_key == 3"], False)):
+    for options, paused in ((["-V"], True), (["-i"], True), (["-i", "-t", "d"], False),
+                            (["-V", "-Y", "api_key == 3"], False)):
         enabled.clear()
         assert main(["--jobs", "2", *options, path]) == 0
         capsys.readouterr()

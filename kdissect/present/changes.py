@@ -18,6 +18,7 @@ from kdissect.pair.message import Message
 _TOPIC = ("TopicName", "Name")
 _PARTITION = ("PartitionIndex", "PartitionId")
 SHOWN = 3  # changes named on one line; the rest are counted
+MARK_HEAD = " changed since #"  # what starts a mark, before the number of the response it names
 # What a struct's scope is read for, in this order, and the fields without which it adds nothing.
 SCOPE_NAMES = ("TopicName", "Name", "PartitionIndex", "PartitionId", "LeaderId", "LeaderEpoch",
                "ProducerId", "ProducerEpoch")
@@ -37,6 +38,7 @@ class ChangeMarker:
         # rows it was read from (None when read from the tree)
         self._previous: dict[tuple[int, int | None], tuple[int, State, Rows | None]] = {}
         self._readings: dict[tuple[int | None, int | None], ScopeWalk | None] = {}
+        self.named = 0  # the number of the response the last mark named
 
     def marks(self, message: Message) -> str:
         """` changed since #N: ...` for a response that differs from the previous one, else ""."""
@@ -68,7 +70,8 @@ class ChangeMarker:
             return ""
         named = "; ".join(_change(place, before[place], state[place]) for place in moved[:SHOWN])
         more = f" (+{len(moved) - SHOWN} more)" if len(moved) > SHOWN else ""
-        return f" changed since #{number}: {named}{more}"
+        self.named = number
+        return f"{MARK_HEAD}{number}: {named}{more}"
 
 
 _UNSET: Any = object()
