@@ -1235,9 +1235,14 @@ class _StatsSink(_Sink):
         self.args = args
         # --interval needs the answers' errors, not the topics; --top alone no body but those
         # of the slowest answers, which its lines decode
-        self.statistics = Statistics(interval=args.interval, top=args.top or 0,
-                                     bodies=bool(args.stats or args.interval), topics=bool(args.stats))
+        bodies, topics = bool(args.stats or args.interval), bool(args.stats)
+        self.statistics = Statistics(interval=args.interval, top=args.top or 0, bodies=bodies, topics=topics)
         self.clocks: list[CaptureClock] = []
+        # With --jobs, the workers decode the bodies and the merge counts light messages, but for
+        # --top alone (which decodes only the slowest answers) and under a filter or --api (which
+        # read the whole messages here)
+        if bodies and not args.filter and args.api is None:
+            self.prepare = _StatsFacts(bodies, topics)
 
     def begin(self, clock: CaptureClock) -> None:
         self.clocks.append(clock)
@@ -1245,7 +1250,10 @@ class _StatsSink(_Sink):
     def write(self, message: Message, prepared: Any = None) -> None:
         if self.statistics.start is None and self.clocks:
             self.statistics.begin(self.clocks[0].start)
-        self.statistics.add(message)
+        if prepared is None:
+            self.statistics.add(message)
+        else:
+            self.statistics.add_light(message, prepared)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if self.args.output == "text":
@@ -1261,6 +1269,24 @@ class _StatsSink(_Sink):
 
 # What worker processes compute of each message for --jobs: the parts of the output that
 # depend on the message alone (its own bytes and its pair on its connection).
+
+
+class _StatsFacts:
+    """What a worker process reads of each message for --stats and --interval
+    (`stats.message_facts`: plain values), so that the merge counts light messages
+    (`kdissect.light`) and decodes no body."""
+
+    light = True  # the merge reads nothing else of a message
+    warm_up = True  # the facts decode the bodies (`kdissect.parallel.warm`)
+    preload = ("kdissect.present.stats", "kdissect.decode.values")
+
+    def __init__(self, bodies: bool, topics: bool) -> None:
+        self.bodies, self.topics = bodies, topics
+
+    def __call__(self, message: Message) -> tuple[Any, ...]:
+        from kdissect.present.stats import message_facts
+
+        return message_facts(message, bodies=self.bodies, topics=self.topics)
 
 
 def tree_text(message: Message, *, wide: bool) -> str:

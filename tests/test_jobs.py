@@ -132,6 +132,29 @@ def test_the_workers_change_marks_name_messages_by_the_captures_numbers(
         assert number_of[named].split()[2:5] == line.split()[2:5]  # the same connection
 
 
+@pytest.mark.parametrize("options", [
+    ("--stats",),
+    ("--stats", "--interval", "0.5s", "--top", "7", "-T", "json"),
+    ("--interval", "100ms", "-c", "500"),
+], ids=" ".join)
+def test_statistics_are_counted_from_what_the_workers_read(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, every_capture: list[str],
+        many: str, lossy: str, options: tuple[str, ...]) -> None:
+    """--stats and --interval: the workers decode the bodies and send what the statistics
+    count of each message; the merge counts light messages, never a whole one."""
+    from kdissect.present.stats import Statistics
+
+    one = [run(capsys, "--jobs", "1", *options, *paths) for paths in (every_capture, [many], [lossy])]
+
+    def whole(_self: Statistics, message: object) -> None:
+        raise AssertionError(f"a whole message counted in the merge: {message}")
+
+    monkeypatch.setattr(Statistics, "add", whole)
+    two = [run(capsys, "--jobs", "2", *options, *paths) for paths in (every_capture, [many], [lossy])]
+    assert two == one
+    assert "--stats" not in options or ("Produce" in one[1][1] and "topic" in one[1][1].lower())
+
+
 def test_notes_of_the_bodies_minus_i_decodes_join_the_merges_in_one_processs_order(
         capsys: pytest.CaptureFixture[str], public_captures: Path) -> None:
     """A body -i decodes may have notes of its own (librdkafka's quirk after an ApiVersions

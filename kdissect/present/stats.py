@@ -15,13 +15,16 @@ import textwrap
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdissect.decode.tree import printable
 from kdissect.ingest.net import format_address
 from kdissect.pair.message import Message
 from kdissect.present.summary import REQUEST_MISSING, body_plan, error_counts
-from kdissect.present.topic_stats import PRODUCE, Topics
+from kdissect.present.topic_stats import PRODUCE, Facts, Topics, body_facts
+
+if TYPE_CHECKING:
+    from kdissect.light import Light
 
 NOT_DECODED = "n/d"
 _PERCENTILES = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
@@ -117,7 +120,7 @@ class Statistics:
         key = (message.api_name or REQUEST_MISSING, message.api_version)
         api = self.apis.setdefault(key, ApiStats())
         connection = self._connection(message)
-        bucket = self._bucket(message)
+        bucket = self._bucket(message.time)
         size = len(message.frame.data)
         if message.is_request:
             api.requests += 1
@@ -136,22 +139,52 @@ class Statistics:
         api.responses += 1
         api.response_bytes += size
         connection.responses += 1
-        self._add_response(message, api, bucket)
-
-    def _add_response(self, message: Message, api: ApiStats, bucket: Bucket | None) -> None:
         body = None if message.pair is None or not self.bodies else message.values(keep=False)
         plan = None if body is None else body_plan(message)
         errors = None if body is None or plan is None else Counter(error_counts(body, plan))
         if body is not None and self.with_topics:
             self.topics.add(message.api_key, False, body)
         request = message.pair
-        client = self.clients.setdefault(None if request is None else request.client_id, ClientStats())
+        self._response(api, bucket, None if request is None else request.client_id, errors, message.latency,
+                       message)
+
+    def add_light(self, light: Light, facts: MessageFacts) -> None:
+        """A message of a merge of `--jobs` (`kdissect.light.Light`), counted as `add` counts
+        it from what its worker read of it (`message_facts`, made with this one's `bodies`
+        and `topics`)."""
+        name, version, _key, client_id, latency, errors, topic = facts
+        api = self.apis.setdefault((name or REQUEST_MISSING, version), ApiStats())
+        connection = self._connection(light)  # type: ignore[arg-type]
+        bucket = self._bucket(light.last_ns / 1e9)  # as `Message.time`
+        if light.is_request:
+            api.requests += 1
+            api.request_bytes += light.size
+            api.unanswered += light._pair is None and light.expects_response
+            connection.requests += 1
+            if client_id is not None:
+                connection.client_ids[client_id] += 1
+            if bucket is not None:
+                bucket.requests += 1
+            self.topics.add_facts(topic)
+            return
+        api.responses += 1
+        api.response_bytes += light.size
+        connection.responses += 1
+        self.topics.add_facts(topic)
+        answered = _Answered(light, facts) if self.top and latency is not None else None
+        self._response(api, bucket, client_id, None if errors is None else Counter(dict(errors)), latency,
+                       answered)
+
+    def _response(self, api: ApiStats, bucket: Bucket | None, client_id: str | None,
+                  errors: Counter[str] | None, latency: float | None, message: Any) -> None:
+        """A response counted: its request's client id, its errors (None: not decoded), its
+        latency in seconds (None: unanswered); `message` ranked by it for --top."""
+        client = self.clients.setdefault(client_id, ClientStats())
         client.exchanges += 1
         if errors is not None:
             api.decoded = True
             api.errors.update(errors)
             client.errors += sum(errors.values())
-        latency = message.latency
         if latency is not None:
             api.latency.add(latency * 1000.0)
             client.latency.add(latency * 1000.0)
@@ -172,12 +205,13 @@ class Statistics:
         elif item > self.slowest[0]:
             heapq.heapreplace(self.slowest, item)
 
-    def _bucket(self, message: Message) -> Bucket | None:
+    def _bucket(self, time: float) -> Bucket | None:
+        """The bucket of a message of capture time `time` (seconds since the epoch)."""
         if self.interval is None:
             return None
-        start = message.time if self.start is None else self.start
+        start = time if self.start is None else self.start
         self.start = start
-        index = max(int((message.time - start) // self.interval), 0)
+        index = max(int((time - start) // self.interval), 0)
         return self.buckets.setdefault(index, Bucket())
 
     def _connection(self, message: Message) -> ConnectionStats:
@@ -329,8 +363,56 @@ class Statistics:
         }
 
 
+# What a worker reads of a message for the statistics (`message_facts`), for the merge to count
+# it (`Statistics.add_light`) as `add` counts the message: its API's name ("" for none),
+# version and key; the client id (a request's own, a response's request's); a response's
+# latency in seconds (None unanswered); its error counts by name, in wire order (None: not
+# decoded); what its body adds to the topics (`topic_stats.body_facts`).
+MessageFacts = tuple[str, int | None, int | None, str | None, float | None,
+                     tuple[tuple[str, int], ...] | None, Facts | None]
+
+
+def message_facts(message: Message, *, bodies: bool, topics: bool) -> MessageFacts:
+    """What `Statistics(bodies=..., topics=...).add` reads of a message, as plain values."""
+    name, version, key = message.api_name or "", message.api_version, message.api_key
+    if message.is_request:
+        body = message.values(keep=False) if key == PRODUCE and bodies and topics else None
+        return (name, version, key, message.client_id, None, None,
+                None if body is None else body_facts(key, True, body))
+    request = message.pair
+    body = None if request is None or not bodies else message.values(keep=False)
+    plan = None if body is None else body_plan(message)
+    errors = None if body is None or plan is None else tuple(error_counts(body, plan).items())
+    facts = body_facts(key, False, body) if body is not None and topics else None
+    return name, version, key, None if request is None else request.client_id, message.latency, errors, facts
+
+
+class _Answered:
+    """A response counted from its worker's facts, as --top's lines read a message."""
+
+    __slots__ = ("api_name", "api_version", "errors", "frame", "latency", "number", "pair")
+    is_request = False
+
+    def __init__(self, light: Light, facts: MessageFacts) -> None:
+        name, self.api_version, _key, client_id, self.latency, errors, _topic = facts
+        self.api_name = name or None
+        self.number, self.frame = light.number, light
+        self.errors = None if errors is None else Counter(dict(errors))
+        self.pair = _Asked(client_id, light._asked)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What --top's lines read of a counted response's request: its client id and number."""
+
+    client_id: str | None
+    number: int | None
+
+
 def response_errors(message: Message) -> Counter[str] | None:
     """Non-zero error codes of a response by name; None when its body is not decoded."""
+    if type(message) is _Answered:
+        return message.errors
     if message.is_request or message.pair is None:
         return None
     body = message.values(keep=False)

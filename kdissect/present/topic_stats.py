@@ -41,12 +41,6 @@ class Flow:
     bytes: int = 0
     errors: int = 0
 
-    def add_records(self, data: Any) -> None:
-        self.partitions += 1
-        if isinstance(data, bytes | bytearray | memoryview):
-            self.records += record_count(data)
-            self.bytes += len(data)
-
     def merged(self, other: Flow) -> Flow:
         return Flow(self.partitions + other.partitions, self.records + other.records,
                     self.bytes + other.bytes, self.errors + other.errors)
@@ -76,23 +70,26 @@ class Topics:
     def add(self, api_key: int | None, is_request: bool, body: Values, number: int = 0) -> None:
         """One decoded body (of message `number`, where known); bodies of other APIs only
         lend names to topic ids."""
-        if api_key == PRODUCE and is_request:
-            for topic in items(body, "TopicData"):
-                flow = self._topic(topic).produced
-                for partition in items(topic, "PartitionData"):
-                    flow.add_records(partition.get("Records"))
-        elif api_key == PRODUCE:
-            for topic in items(body, "Responses"):
-                self._topic(topic).produced.errors += sum(
-                    bool(p.get("ErrorCode")) for p in items(topic, "PartitionResponses"))
-        elif api_key == FETCH and not is_request:
-            for topic in items(body, "Responses"):
-                flow = self._topic(topic).fetched
-                for partition in items(topic, "Partitions"):
-                    flow.add_records(partition.get("Records"))
-                    flow.errors += bool(partition.get("ErrorCode"))
-        elif not is_request and api_key in NAMING_APIS:
-            self._learn_names(body, number)
+        self.add_facts(body_facts(api_key, is_request, body), number)
+
+    def add_facts(self, facts: Facts | None, number: int = 0) -> None:
+        """What `body_facts` read of a body (of message `number`), counted."""
+        if facts is None:
+            return
+        what, entries = facts
+        if what == "names":
+            if len(self.names) < _MAX_TOPICS:
+                for topic_id, name in entries:
+                    self.names[topic_id] = name
+                    self.named[topic_id] = number
+            return
+        for key, partitions, records, size, errors in entries:
+            stats = self._topic(key)
+            flow = stats.produced if what == "produced" else stats.fetched
+            flow.partitions += partitions
+            flow.records += records
+            flow.bytes += size
+            flow.errors += errors
 
     def add_messages(self, messages: Iterable[Message]) -> Topics:
         """Every message whose body counts here, decoded for it (and not kept)."""
@@ -110,24 +107,13 @@ class Topics:
             if body is not None:
                 self.add(key, message.is_request, body, message.number)
 
-    def _topic(self, topic: Values) -> TopicStats:
-        name = next((topic[f] for f in _NAME_FIELDS if isinstance(topic.get(f), str)), None)
-        key = (name, None if name is not None else uuid_text(topic.get("TopicId")))
+    def _topic(self, key: tuple[str | None, str | None]) -> TopicStats:
         if key not in self.topics and len(self.topics) >= _MAX_TOPICS:
             key = (None, None)  # shown as OTHER_TOPICS
         found = self.topics.get(key)
         if found is None:
             found = self.topics[key] = TopicStats(Flow(), Flow())
         return found
-
-    def _learn_names(self, body: Values, number: int) -> None:
-        if len(self.names) >= _MAX_TOPICS:
-            return
-        for topic in items(body, "Topics"):
-            topic_id, name = uuid_text(topic.get("TopicId")), topic.get("Name")
-            if topic_id is not None and isinstance(name, str):
-                self.names[topic_id] = name
-                self.named[topic_id] = number
 
     @property
     def bounded(self) -> bool:
@@ -167,6 +153,53 @@ class Topics:
     def as_dicts(self) -> list[dict[str, Any]]:
         return [{"topic_name": name, "topic_id": topic_id, "produced": stats.produced.as_dict(),
                  "fetched": stats.fetched.as_dict()} for name, topic_id, stats in self.resolved()]
+
+
+# What a body adds to the topics (`body_facts`): ("produced" or "fetched", per topic entry its
+# key (name, id text), partitions, records, bytes and partition errors), or ("names", the
+# (id text, name) of each topic an answer names): plain values, for another process.
+Facts = tuple[str, list[tuple[Any, ...]]]
+
+
+def body_facts(api_key: int | None, is_request: bool, body: Values) -> Facts | None:
+    """What a decoded body adds to `Topics` (`Topics.add_facts`); None for a body that adds
+    nothing. Records are counted from the batch headers, bytes are the `Records` fields'."""
+    if api_key == PRODUCE and is_request:
+        return "produced", [(_key(topic), *_records(items(topic, "PartitionData")), 0)
+                            for topic in items(body, "TopicData")]
+    if api_key == PRODUCE:
+        return "produced", [(_key(topic), 0, 0, 0, sum(bool(p.get("ErrorCode"))
+                                                         for p in items(topic, "PartitionResponses")))
+                            for topic in items(body, "Responses")]
+    if api_key == FETCH and not is_request:
+        entries = []
+        for topic in items(body, "Responses"):
+            partitions = items(topic, "Partitions")
+            entries.append((_key(topic), *_records(partitions), sum(bool(p.get("ErrorCode")) for p in partitions)))
+        return "fetched", entries
+    if not is_request and api_key in NAMING_APIS:
+        named = [(topic_id, name) for topic in items(body, "Topics")
+                 if (topic_id := uuid_text(topic.get("TopicId"))) is not None
+                 and isinstance(name := topic.get("Name"), str)]
+        return "names", named
+    return None
+
+
+def _key(topic: Values) -> tuple[str | None, str | None]:
+    """A topic entry's key: its name, else its id as text."""
+    name = next((topic[f] for f in _NAME_FIELDS if isinstance(topic.get(f), str)), None)
+    return name, None if name is not None else uuid_text(topic.get("TopicId"))
+
+
+def _records(partitions: list[Any]) -> tuple[int, int, int]:
+    """Partitions, records and bytes of a topic entry's partitions' `Records`."""
+    records = size = 0
+    for partition in partitions:
+        data = partition.get("Records")
+        if isinstance(data, bytes | bytearray | memoryview):
+            records += record_count(data)
+            size += len(data)
+    return len(partitions), records, size
 
 
 def merged_topics(parts: Iterable[tuple[Topics, Any]]) -> Topics | None:
