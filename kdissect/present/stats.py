@@ -159,7 +159,9 @@ class Statistics:
         if light.is_request:
             api.requests += 1
             api.request_bytes += light.size
-            api.unanswered += light._pair is None and light.expects_response
+            # answered when released, as one process counts it when it writes it: a request shown
+            # before any answer (the hold limit) may pair later in the same round of the merge
+            api.unanswered += light.pair_number is None and light.expects_response
             connection.requests += 1
             if client_id is not None:
                 connection.client_ids[client_id] += 1
