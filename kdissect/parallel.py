@@ -147,6 +147,7 @@ from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Connection, D
 from kdissect.ingest.net import RawSegment, decode_tcp
 from kdissect.ingest.reassembly import (
     CLOSED_BUCKETS,
+    CLOSING_END,
     MAX_HELD_BYTES,
     NEVER,
     ConnectionTracker,
@@ -1212,9 +1213,8 @@ class _Worker:
         """A connection is about to close for capture time or the capture's end: what came
         before goes out under the key before, what its closing makes under its own."""
         self._flush(self.key)
-        phase, first, second = why
-        packet = self.key[0] if phase == 1 else END
-        self.key = (packet, phase, first, second)
+        phase, first, second = why  # a tick's round (its packet's), or the end
+        self.key = (END, 2, first, second) if phase == CLOSING_END else (self.key[0], phase, first, second)
 
     def _unreadable(self, index: int, problem: CaptureError) -> None:
         self._event((0, 0, 0, 0), "unreadable", (index, str(problem)))

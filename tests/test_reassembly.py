@@ -245,3 +245,41 @@ def test_random_schedules_deliver_every_byte_once(seed: int) -> None:
         flow.add(True, start, piece)
     events = flow.events()
     assert _bytes(events) == DATA and _gaps(events) == []
+
+
+class _Waking:
+    """A connection as `ConnectionTracker.tick` sees one: woken, it asks once to be woken
+    again at `again` (as a response a hole released asks to wait from its own time)."""
+
+    def __init__(self, tracker: object, name: str, again: int | None, heard: list[str]) -> None:
+        self.tracker, self.name, self.again, self.heard = tracker, name, again, heard
+        self.streams = ()  # open
+
+    def expire(self, now: int) -> None:
+        self.heard.append(self.name)
+        if self.again is not None:
+            at, self.again = self.again, None
+            self.tracker._wake(self, at, 7)  # type: ignore[attr-defined]
+
+
+def test_one_tick_does_all_that_its_time_does_however_often_it_is_called() -> None:
+    """What a wake-up asks for before the tick's time is done in the same call, in a round
+    of its own after the first (which `closing` is told): so a tracker that sees only some
+    connections' packets (a `--jobs` worker, ticking once for another's packet) does at
+    each time what one tracker of every connection does, whose packet ticks twice."""
+    from kdissect.ingest.reassembly import ConnectionTracker
+
+    for calls in (1, 2):
+        tracker = ConnectionTracker(lambda _connection: None)
+        heard: list[str] = []
+        told: list[tuple[int, int, int]] = []
+        tracker.closing = told.append
+        first = _Waking(tracker, "first", 150, heard)
+        second = _Waking(tracker, "second", None, heard)
+        tracker._wake(first, 100, 3)  # type: ignore[arg-type]
+        tracker._wake(second, 120, 4)  # type: ignore[arg-type]
+        for _ in range(calls):
+            tracker.tick(200)
+        assert heard == ["first", "second", "first"]
+        assert told == [(1, 100, 3), (1, 120, 4), (2, 150, 7)]
+        assert tracker.due > 200

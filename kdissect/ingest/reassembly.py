@@ -388,6 +388,9 @@ def flow_bucket(key: FlowKey) -> int:
     return zlib.crc32(b"%b%d %b%d" % (first[0], first[1], second[0], second[1])) % CLOSED_BUCKETS
 
 
+CLOSING_END = 0  # what `ConnectionTracker.closing` hears at the end of the capture (a tick: its round)
+
+
 class ConnectionTracker:
     """All TCP connections of a capture: finds each segment's stream and keeps the lifecycle.
 
@@ -396,10 +399,11 @@ class ConnectionTracker:
     dictionary lookup (as after the handler calls `TcpConnection.stop`).
 
     `closing`, when set, hears why each connection the capture's clock or end closes
-    is closed, or woken (`TcpConnection.wake`), just before: `(1, time, packet)` for a
-    grace after both FINs that began at that packet and ran out, or for a wake-up asked
-    for that time at that packet; `(2, first packet, 0)` at the end of the capture.
-    Those keys order the closings as one tracker of every connection does them.
+    is closed, or woken (`TcpConnection.wake`), just before: `(round, time, packet)` for
+    a grace after both FINs that began at that packet and ran out, or for a wake-up asked
+    for that time at that packet (`tick`'s round, from 1); `(CLOSING_END, first packet,
+    0)` at the end of the capture. Those keys order the closings as one tracker of every
+    connection does them.
 
     `due` is the capture time after which a packet has something for `tick` to do.
     """
@@ -447,25 +451,32 @@ class ConnectionTracker:
     def tick(self, now: int) -> None:
         """Capture time is `now` (any packet says so, of whichever connection): close the
         connections whose grace after both FINs has run out (holes are lost), and wake
-        those that asked to be woken before `now`, in the order of their times."""
+        those that asked to be woken before `now`, in the order of their times; then, in
+        another round, what that asked for before `now` (a response released from a
+        hole asks to wait from its own time), until nothing is due. So a tick does all
+        that capture time `now` does, whichever packet brought it, and however many
+        times it is called for it."""
         ending, wakes, grace = self.ending, self.wakes, self.limits.acked_wait
-        due: list[tuple[int, int, int, int, TcpConnection]] = []
-        while ending and now - ending[0][0] > grace:
-            ended, number, connection = heapq.heappop(ending)
-            due.append((ended, number, 0, 0, connection))
-        while wakes and now > wakes[0][0]:
-            at, number, order, connection = heapq.heappop(wakes)
-            due.append((at, number, 1, order, connection))
-        due.sort(key=lambda event: event[:4])
-        for at, number, kind, _order, connection in due:
-            if connection.streams is None:  # closed since
-                continue
-            if self.closing is not None:
-                self.closing((1, at, number))
-            if kind == 0:
-                self._close(connection)
-            else:
-                connection.expire(now)
+        round_ = 0
+        while (ending and now - ending[0][0] > grace) or (wakes and now > wakes[0][0]):
+            round_ += 1
+            due: list[tuple[int, int, int, int, TcpConnection]] = []
+            while ending and now - ending[0][0] > grace:
+                ended, number, connection = heapq.heappop(ending)
+                due.append((ended, number, 0, 0, connection))
+            while wakes and now > wakes[0][0]:
+                at, number, order, connection = heapq.heappop(wakes)
+                due.append((at, number, 1, order, connection))
+            due.sort(key=lambda event: event[:4])
+            for at, number, kind, _order, connection in due:
+                if connection.streams is None:  # closed since
+                    continue
+                if self.closing is not None:
+                    self.closing((round_, at, number))
+                if kind == 0:
+                    self._close(connection)
+                else:
+                    connection.expire(now)
         self._due()
 
     def _wake(self, connection: TcpConnection, at: int, number: int) -> None:
@@ -481,7 +492,7 @@ class ConnectionTracker:
         """The end of the capture: every connection still open is flushed and closed."""
         for connection in list({id(c): c for c, _side in self.table.values()}.values()):
             if self.closing is not None:
-                self.closing((2, connection.first_packet, 0))
+                self.closing((CLOSING_END, connection.first_packet, 0))
             self._close(connection)
 
     def _control(self, number: int, timestamp: int, raw: RawSegment,
