@@ -714,6 +714,9 @@ class _TextSink(_Sink):
             self.changes = ChangeMarker()
         self.sees = self.changes is not None
         self.marks: tuple[Message | None, str] = (None, "")
+        # with --jobs and -i: per worker, the capture's number of each response, by the worker's,
+        # that a later change mark may name (`_TextLines`, `Marked`): one per connection and API
+        self.named: dict[int, dict[int, int]] = {}
         self.when = {"a": utc_date_time, "ad": utc_date_time, "d": self._delta}.get(
             args.time, self._relative)
         self.relative = args.time not in ("a", "ad", "d")
@@ -826,10 +829,8 @@ class _TextSink(_Sink):
             if chunks:  # first: reading a text out of a worker's ring frees the ring up to its end
                 self._write_chunks()
             text = read_all(tail)
-            if marked is not None and marked.local:  # after the notes: put in first
-                numbers = getattr(self.prepare, "numbers", None) or ()
-                named = b"%d" % numbers[marked.worker][marked.local - 1]
-                text = text[:marked.at] + named + text[marked.at + marked.size:]
+            if marked is not None:
+                text = self._renumbered(message, text, marked)
             if notes == len(message.notes):
                 chunks += (number_text(message.number), text)
             else:
@@ -841,6 +842,20 @@ class _TextSink(_Sink):
 
     def _write_chunks(self) -> None:
         self.bytes_out = _write_bytes(self.out, self.chunks, self.bytes_out)
+
+    def _renumbered(self, message: Message, text: bytes, marked: Marked) -> bytes:
+        """A worker's -i text (`Marked`) with its change mark naming the capture's number of
+        the response it names; the numbers a later mark may name kept (`named`): per
+        worker, the previous response of each of its connections and APIs."""
+        named = self.named.setdefault(marked.worker, {})
+        if marked.local:  # after the notes: put in first
+            number = b"%d" % named[marked.local]
+            text = text[:marked.at] + number + text[marked.at + marked.size:]
+        if marked.dropped:
+            named.pop(marked.dropped, None)
+        if marked.kept:
+            named[marked.kept] = message.number
+        return text
 
     def write_released(self, released: list[tuple[Message, Any]]) -> None:
         """As `_Sink.write_released`, the texts the workers made written straight to the
@@ -909,8 +924,11 @@ class _TextLines:
 
     -i's change marks compare a response with the previous one of its connection and API,
     all of which its worker holds; they name it by the worker's number, which the merge
-    makes the capture's (`numbers`). A message with a mark, or with notes of a tree that
-    -i decoded, says so in a fifth item (`Marked`), and the merge writes it in Python.
+    makes the capture's: a response that becomes such a previous one says so, and which
+    one it takes the place of, so that the merge keeps only the numbers a later mark may
+    name (`_TextSink.named`). A message with a mark, that becomes the previous response,
+    or with notes of a tree that -i decoded, says so in a fifth item (`Marked`), and the
+    merge writes it in Python.
     """
 
     spooled = True  # the text reaches the merge in shared memory (`kdissect.spool`)
@@ -937,9 +955,6 @@ class _TextLines:
         # straight into it (`spool.Ring.put_lines`), not into a str that is then copied there.
         self.ring: Ring | None = None
         self.worker = 0  # in a worker, its index (`kdissect.parallel`): what -i's marks say
-        # Where the messages are merged, with -i: per worker, the capture's number of each of its
-        # messages, in its order (filled by the merge: `kdissect.parallel.read_messages`)
-        self.numbers: list[Any] | None = [] if args.info else None
 
     @staticmethod
     def coding(out: IO[str], args: argparse.Namespace) -> tuple[str, str] | None:
@@ -985,12 +1000,15 @@ class _TextLines:
         cut = end - len(sink.notes_text(message.all_notes())) if (message.notes or message.frame.notes
                                                                   or tree is not None) else end
         marked = None
-        if mark or (tree is not None and tree.all_notes()):
+        changes = sink.changes
+        if mark or (changes is not None and changes.kept) or (tree is not None and tree.all_notes()):
             from kdissect.present.changes import MARK_HEAD
 
-            named = sink.changes.named if mark and sink.changes is not None else 0
+            named = changes.named if mark and changes is not None else 0
             tree_notes = tuple(tree.all_notes()) if tree is not None else ()
-            marked = Marked(self.worker, named, end + len(MARK_HEAD), len(str(named)) if named else 0, tree_notes)
+            kept, dropped = (changes.kept, changes.dropped) if changes is not None else (0, 0)
+            marked = Marked(self.worker, named, end + len(MARK_HEAD), len(str(named)) if named else 0, tree_notes,
+                            kept, dropped)
         if not line.isascii():  # where they are in the encoded text
             cut, end = (len(line[:at].encode(self.encoding, self.errors)) for at in (cut, end))
             if marked is not None:
@@ -1012,13 +1030,18 @@ class Marked(NamedTuple):
     """What the merge needs of a message's -i text beyond the usual four items: the worker
     that made it; the worker's number of the message its change mark names (0: no mark),
     where that number's digits are in the text, and how many there are (bytes); the notes
-    of the tree -i decoded, which end the summary line after the message's own."""
+    of the tree -i decoded, which end the summary line after the message's own; the
+    worker's number of this message when a later mark may name it (the previous response
+    of its connection and API from now on; else 0), and of the one it takes that place of
+    (else 0)."""
 
     worker: int
     local: int
     at: int
     size: int
     tree_notes: tuple[Note, ...]
+    kept: int = 0
+    dropped: int = 0
 
 
 def _made(text: Any, notes: int, cut: int, end: int, marked: Marked | None) -> tuple[Any, ...]:

@@ -216,16 +216,15 @@ class _Batch:
 
 
 def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: dict[tuple[int, int], Connection],
-           rings: list[Ring] | None, lights: Lights | Any, other: Callable[[int, str, Any], None],
-           numbers: list[array[int]] | None = None) -> Iterator[Released | tuple[list[Iterator[Placed]], int]]:
+           rings: list[Ring] | None, lights: Lights | Any,
+           other: Callable[[int, str, Any], None]) -> Iterator[Released | tuple[list[Iterator[Placed]], int]]:
     """The workers' events in one process's order (as `heapq.merge` of their keys, a key's
     ties broken by the worker's index): each message made a `Light`, numbered from 1, paired
     and released in capture order by `lights`, which yields what it released of each
     round; each other event handed to `other(worker, what, event)`. `batches`: each
     worker's payloads, in its order. Should one come that is not "lights", the merge stops
     there and yields, last, each worker's events not yet merged (as iterators of (key,
-    worker, what, event)) and the number of the last message. `numbers`, when given, gets
-    per worker the number of each of its messages, in its order."""
+    worker, what, event)) and the number of the last message."""
     import numpy as np
 
     current: list[_Batch | None] = [None] * len(batches)
@@ -268,8 +267,6 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
         for worker, count in enumerate(np.bincount(who[order], minlength=len(batches)).tolist()):
             if count:
                 current[worker].at += count  # type: ignore[union-attr]
-        if numbers:
-            _numbered(numbers, number, who[order], at[order], parts)
         who_in_order, at_in_order = who[order].tolist(), at[order].tolist()
         index = 0
         while index < len(who_in_order):
@@ -277,21 +274,6 @@ def merged(batches: list[Iterator[tuple[str, tuple[Any, ...]]]], connections: di
                                                    connections, rings, other)
             if released:
                 yield released
-
-
-def _numbered(numbers: list[array[int]], number: int, who: Any, at: Any, parts: list[tuple[int, _Batch]]) -> None:
-    """To each worker's `numbers`, the numbers its messages among the events `who` and `at`
-    (in order: their workers and places) take after `number`, as `Lights.round` numbers them."""
-    import numpy as np
-
-    kinds = np.empty(len(who), dtype=np.uint8)
-    for worker, batch in parts:
-        mine = who == worker
-        kinds[mine] = np.frombuffer(batch.kinds, dtype=np.uint8)[at[mine]]
-    messages = kinds != OTHER
-    taken = number + np.cumsum(messages)
-    for worker, _batch in parts:
-        numbers[worker].extend(taken[messages & (who == worker)].tolist())
 
 
 def made(number: int, worker: int, fields: tuple[Any, ...], connections: dict[tuple[int, int], Connection],

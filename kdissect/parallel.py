@@ -126,7 +126,6 @@ import sys
 import threading
 import time
 import weakref
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection as Pipe
@@ -327,8 +326,7 @@ def read_messages(
     handed = False
     try:
         prepared: dict[int, Any] = {}
-        merged = _Merge(team, report, unreadable, clock, prepared, keep_numbers=finish is not None,
-                        light_numbers=getattr(prepare, "numbers", None))
+        merged = _Merge(team, report, unreadable, clock, prepared, keep_numbers=finish is not None)
         yield from merged.paired(released)
         merged.finish(options)
         if os.environ.get("KDISSECT_JOBS_CPU"):  # for benchmarks: CPU seconds of every process
@@ -825,19 +823,13 @@ class _Merge:
 
     def __init__(self, team: _Team, report: Report | None,
                  unreadable: Callable[[int, CaptureError], None] | None,
-                 clock: CaptureClock | None, prepared: dict[int, Any], *, keep_numbers: bool = False,
-                 light_numbers: list[Any] | None = None) -> None:
+                 clock: CaptureClock | None, prepared: dict[int, Any], *, keep_numbers: bool = False) -> None:
         self.team, self.report, self.unreadable, self.clock = team, report, unreadable, clock
         self.prepared = prepared
         self.connections: dict[tuple[int, int], Connection] = {}
         # per worker, with keep_numbers: the number of each message it sent, in its order (a list,
         # or an int64 array once `number` put the kept keys in order)
         self.numbers: list[Any] = [[] for _ in team.pipes] if keep_numbers else []
-        # the same of a light merge, where `prepare` asks for them (its `numbers`, a list filled
-        # here with an array per worker): -i's change marks name messages by the workers' numbers
-        self.light_numbers = light_numbers
-        if light_numbers is not None and team.light:
-            light_numbers[:] = [array("q") for _ in team.pipes]
 
     def paired(self, released: Callable[[list[tuple[Message, Any]]], None] | None = None,
                ) -> Iterator[tuple[Message, Any]]:
@@ -852,7 +844,7 @@ class _Merge:
         # (in C where it is built: `kdissect.light`).
         lights = new_lights(prepared)
         for item in merged([team.batches(index) for index in range(len(team.pipes))], self.connections,
-                           team.rings, lights, self._other, self.light_numbers):
+                           team.rings, lights, self._other):
             if type(item) is tuple:  # a batch that is not "lights": one by one from here on
                 streams, number = item
                 for light in self.messages(streams, number, lights.made):
@@ -890,8 +882,6 @@ class _Merge:
                 yield message
             elif what == "light":  # (the rest of a merge of "lights" batches: `kdissect.light`)
                 number += 1
-                if self.light_numbers:
-                    self.light_numbers[worker].append(number)
                 yield light(number, worker, event, connections, rings)  # type: ignore[misc]
             else:
                 self._other(worker, what, event)
@@ -1436,15 +1426,15 @@ def _shared(memory: int, arrays: list[pickle.PickleBuffer]) -> list[tuple[int, i
     import mmap
 
     places, size = [], 0
-    for buffer in arrays:
-        length = buffer.raw().nbytes
+    for array in arrays:
+        length = array.raw().nbytes
         places.append((size, length))
         size += -(-length // 64) * 64
     if size:
         os.ftruncate(memory, size)
         with mmap.mmap(memory, size) as shared:
-            for (start, length), buffer in zip(places, arrays, strict=True):
-                shared[start:start + length] = buffer.raw()
+            for (start, length), array in zip(places, arrays, strict=True):
+                shared[start:start + length] = array.raw()
     return places
 
 

@@ -136,3 +136,22 @@ def _marks_against_whole_tree_states(path: Path) -> int:
 
 def test_change_marks_name_the_previous_response_on_every_shipped_capture(shipped_captures: Path) -> None:
     assert sum(_marks_against_whole_tree_states(path) for path in sorted(shipped_captures.glob("*.pcap"))) >= 3
+
+
+def test_a_marker_tells_which_responses_a_later_mark_may_name(shipped_captures: Path) -> None:
+    """What `--jobs` keeps to put the capture's numbers in the marks its workers make: each
+    response that becomes the previous one of its connection and API (`kept`), and the one
+    it takes the place of (`dropped`). Kept and not dropped are exactly the responses a mark
+    may name next, one per connection and API; every mark names one of them."""
+    for path in sorted(shipped_captures.glob("*.pcap")):
+        marker, nameable = ChangeMarker(), set()
+        for message in read_messages(path):
+            mark = marker.marks(message)
+            if mark:
+                assert marker.named in nameable, (path.name, message.number)
+            if marker.dropped:
+                nameable.remove(marker.dropped)
+            if marker.kept:
+                assert marker.kept == message.number
+                nameable.add(marker.kept)
+            assert nameable == {number for number, _state, _rows in marker._previous.values()}

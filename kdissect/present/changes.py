@@ -39,9 +39,13 @@ class ChangeMarker:
         self._previous: dict[tuple[int, int | None], tuple[int, State, Rows | None]] = {}
         self._readings: dict[tuple[int | None, int | None], ScopeWalk | None] = {}
         self.named = 0  # the number of the response the last mark named
+        # of the last message `marks` was given: its number when it became the previous response
+        # a later mark may name (else 0), and the number of the one it took that place from (else 0)
+        self.kept = self.dropped = 0
 
     def marks(self, message: Message) -> str:
         """` changed since #N: ...` for a response that differs from the previous one, else ""."""
+        self.kept = self.dropped = 0
         if message.is_request:
             return ""
         key = (message.api_key, message.api_version)
@@ -54,12 +58,12 @@ class ChangeMarker:
         where = (message.frame.connection.index, message.api_key)
         previous = self._previous.get(where)
         if rows is not None and previous is not None and rows == previous[2]:  # the same rows:
-            self._previous[where] = (message.number, previous[1], rows)    # the same state
+            self._keep(where, (message.number, previous[1], rows), previous)  # the same state
             return ""
         state = _tree_state(message) if rows is None else _rows_state(rows)
         if not state:
             return ""
-        self._previous[where] = (message.number, state, rows)
+        self._keep(where, (message.number, state, rows), previous)
         if previous is None:
             return ""
         number, before, _ = previous
@@ -72,6 +76,12 @@ class ChangeMarker:
         more = f" (+{len(moved) - SHOWN} more)" if len(moved) > SHOWN else ""
         self.named = number
         return f"{MARK_HEAD}{number}: {named}{more}"
+
+    def _keep(self, where: tuple[int, int | None], entry: tuple[int, State, Rows | None],
+              previous: tuple[int, State, Rows | None] | None) -> None:
+        """`entry` the previous response of its connection and API from now on."""
+        self._previous[where] = entry
+        self.kept, self.dropped = entry[0], 0 if previous is None else previous[0]
 
 
 _UNSET: Any = object()
