@@ -53,6 +53,20 @@ def test_columns_a_worker_reads_of_several_files(capsys: pytest.CaptureFixture[s
         assert two == one and one[1], expression
 
 
+def test_every_message_column_filters_alike_on_workers(capsys: pytest.CaptureFixture[str]):
+    """Each message column, as the whole filter (its presence) and beside a body test: a
+    worker decides what it reads exactly, and leaves the rest to the merge (a request's
+    answer, for one, comes after the worker reads the request)."""
+    from kdissect.present.fields import COLUMNS
+
+    path = str(CAPTURES / "incident.pcap")
+    for name in sorted(COLUMNS):
+        for expression in (name, f"({name}) && ErrorCode == 0"):
+            one = (main(["--jobs", "1", "-Y", expression, path]), *capsys.readouterr())
+            two = (main(["--jobs", "2", "-Y", expression, path]), *capsys.readouterr())
+            assert two == one, expression
+
+
 def test_the_merging_process_decodes_no_body_for_body_tests(capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch):
     """The tests on body fields ran on the workers: the merging process decoded no body (the

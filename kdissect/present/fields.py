@@ -105,12 +105,14 @@ class Column:
     costly: bool = False  # may decode the body (expert notes of a decoded tree)
     relative: bool = False  # epoch seconds, given as seconds since the capture's first packet
     capture_wide: bool = False  # numbered over the whole capture (messages, connections)
+    answered: bool = False  # a request's answer: known when the request is released, not when read
 
     @property
     def on_worker(self) -> bool:
         """Whether a worker process of `--jobs` reads it as one process does: it depends on
-        the message, its connection and its pair alone (`filter.BodyTests`)."""
-        return not (self.costly or self.relative or self.capture_wide)
+        the message, its connection and its pair alone (`filter.BodyTests`), and not on a
+        request's answer, which comes after the worker reads the request."""
+        return not (self.costly or self.relative or self.capture_wide or self.answered)
 
 
 def _one(read: Callable[[Message], Any]) -> Callable[[Message], Iterable[Any]]:
@@ -224,7 +226,8 @@ def _columns() -> dict[str, Column]:
         "kafka.request.version": Column(number, "int16", one(_only(True, lambda m: m.api_version))),
         "kafka.response.version": Column(number, "int16", one(_only(False, lambda m: m.api_version))),
         "kafka.request_frame": Column(number, "frame number", one(_pair_frame(want_request=True))),
-        "kafka.response_frame": Column(number, "frame number", one(_pair_frame(want_request=False))),
+        "kafka.response_frame": Column(number, "frame number", one(_pair_frame(want_request=False)),
+                                       answered=True),
     }
     aliases = {
         "frame.number": "frame", "frame.time_epoch": "time", "frame.time_relative": "time_relative",
