@@ -658,7 +658,7 @@ def _make_sink(args: argparse.Namespace) -> _Sink:
     if args.stats or args.interval or args.top:
         return _StatsSink(args)
     if args.output == "fields":
-        return _FieldsSink(sys.stdout, args.columns)
+        return _FieldsSink(sys.stdout, args.columns, light=not args.filter and args.api is None)
     if args.output == "json":
         return _JsonSink(sys.stdout, array=True, about=args.about, args=args)
     if args.output == "jsonl":
@@ -1222,11 +1222,18 @@ class _JsonSink(_Sink):
 class _FieldsSink(_Sink):
     """-T fields: one row of the -e fields per message, tshark's -T fields."""
 
-    def __init__(self, out: IO[str], columns: FieldColumns) -> None:
+    def __init__(self, out: IO[str], columns: FieldColumns, *, light: bool = False) -> None:
         self.out, self.columns = out, columns
         self.rows: list[str] = []
         self.begun = False
-        if columns.reads_bodies:  # with --jobs, bodies are read on the workers
+        # With --jobs the workers make the cells they read as one process does; all but the
+        # merge's own (numbers, relative times), which it reads of light messages, where no
+        # filter or --api looks at whole messages here (`light`)
+        if light and columns.light:
+            from kdissect.present.field_output import WorkerCells
+
+            self.prepare = WorkerCells(columns.names, columns.form)
+        elif columns.reads_bodies:  # the bodies' cells only
             from kdissect.present.field_output import BodyCells
 
             self.prepare = BodyCells(columns.names, columns.form)
@@ -1237,7 +1244,17 @@ class _FieldsSink(_Sink):
         self.begun = True
 
     def write(self, message: Message, prepared: Any = None) -> None:
-        self.rows.append(self.columns.row(message, prepared))
+        if type(prepared) is tuple and len(prepared) == 2 and prepared[0] == "":  # `WorkerCells`
+            made = prepared[1]
+            if type(made) is str:  # the whole row
+                row = made
+            else:
+                from kdissect.present.field_output import LightRow
+
+                row = self.columns.row(message if isinstance(message, Message) else LightRow(message), made)
+        else:
+            row = self.columns.row(message, prepared)
+        self.rows.append(row)
         if self.prompt or len(self.rows) >= SUMMARY_BATCH:
             self.flush(through=self.prompt)
 

@@ -91,6 +91,8 @@ def same_output(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
     ("-T", "json"),
     ("-i", "-t", "d", "--frames", "--show-file"),
     ("-i", "-V", "--frames", "--show-file"),
+    ("-T", "fields", "-e", "number", "-e", "stream", "-e", "pair", "-e", "frame.time_relative", "-e", "src",
+     "-e", "kafka.topic_name", "-e", "latency_ms", "-E", "header=y"),
 ], ids=" ".join)
 def test_two_jobs_write_the_same_bytes_for_every_capture_read_as_one(
         capsys: pytest.CaptureFixture[str], every_capture: list[str], options: tuple[str, ...]) -> None:
@@ -153,6 +155,27 @@ def test_statistics_are_counted_from_what_the_workers_read(
     two = [run(capsys, "--jobs", "2", *options, *paths) for paths in (every_capture, [many], [lossy])]
     assert two == one
     assert "--stats" not in options or ("Produce" in one[1][1] and "topic" in one[1][1].lower())
+
+
+def test_fields_rows_are_made_by_the_workers(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                           many: str, lossy: str) -> None:
+    """-T fields: where every column is one a worker reads as one process does, the workers
+    make the rows and the merge only writes them; with the merge's own columns (numbers,
+    relative times) beside them, it makes those cells of light messages."""
+    from kdissect.present.field_output import FieldColumns
+
+    whole = ["-T", "fields", "-e", "frame.number", "-e", "api_name", "-e", "ErrorCode", "-e", "client_id"]
+    mixed = ["-T", "fields", "-e", "number", "-e", "tcp.stream", "-e", "kafka.topic_name", "-e", "time_relative"]
+    one = [run(capsys, "--jobs", "1", *options, path) for options in (whole, mixed) for path in (many, lossy)]
+    row = FieldColumns.row
+
+    def only_light(columns: FieldColumns, message: object, cells: object = None) -> str:
+        assert not isinstance(message, Message) and cells is not None, "a whole message's row made in the merge"
+        return row(columns, message, cells)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FieldColumns, "row", only_light)
+    two = [run(capsys, "--jobs", "2", *options, path) for options in (whole, mixed) for path in (many, lossy)]
+    assert two == one and all(out for _status, out, _err in one)
 
 
 def test_notes_of_the_bodies_minus_i_decodes_join_the_merges_in_one_processs_order(

@@ -98,6 +98,20 @@ class FieldColumns:
     def reads_bodies(self) -> bool:
         return any(field.paths for field in self.fields)
 
+    @property
+    def light(self) -> bool:
+        """Whether a worker process can make every cell but those only the merge knows
+        (`worker_cells`), which it makes from light messages (`LightRow`): message, stream
+        and pair numbers, relative times."""
+        return all(_on_worker(field) or _from_light(field) for field in self.fields)
+
+    def worker_cells(self, message: Message) -> tuple[str | None, ...]:
+        """The cells of the columns a worker process reads as one process does (None for the
+        others): the body's, and what depends only on the message, its connection and its
+        request."""
+        context = FieldContext(message, self._origin, self._reading)
+        return tuple(self._cell(field, context) if _on_worker(field) else None for field in self.fields)
+
     def _origin_ns(self) -> int:
         known = self._start_ns()
         return known if known is not None else self._first_ns or 0
@@ -153,6 +167,61 @@ class BodyCells:
         if self._columns is None:
             self._columns = FieldColumns(self.names, self.form, lambda: None)
         return self._columns.body_cells(message)
+
+
+class WorkerCells(BodyCells):
+    """`-T fields` with `--jobs` where every column but the merge's own is a worker's to make
+    (`FieldColumns.light`): the merge reads no more of a message than a `kdissect.light`
+    Light holds. Its result: "" (what a light merge counts as a message's text), then the
+    cells (`FieldColumns.worker_cells`)."""
+
+    light = True
+    _whole = False  # whether the workers make every cell (then the row)
+
+    def __call__(self, message: Message) -> tuple[str, tuple[str | None, ...] | str]:  # type: ignore[override]
+        columns = self._columns
+        if columns is None:
+            columns = self._columns = FieldColumns(self.names, self.form, lambda: None)
+            self._whole = all(_on_worker(field) for field in columns.fields)
+        cells = columns.worker_cells(message)
+        # every cell made here: the row itself, which the merge writes as it is
+        return "", columns.form.separator.join(cells) if self._whole else cells  # type: ignore[arg-type]
+
+
+class LightRow:
+    """What the merge's own columns read of a light message (`kdissect.light.Light`): its
+    number, connection, time and pair's number (as it was when the message was released)."""
+
+    __slots__ = ("connection", "number", "pair", "time_ns")
+
+    def __init__(self, light: Any) -> None:
+        self.number, self.connection, self.time_ns = light.number, light.connection, light.last_ns
+        paired = light.pair_number
+        self.pair = None if paired is None else _Numbered(paired)
+
+    @property
+    def frame(self) -> LightRow:
+        return self
+
+    @property
+    def time(self) -> float:
+        return self.time_ns / 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class _Numbered:
+    number: int
+
+
+def _on_worker(field: Field) -> bool:
+    """Whether a worker process reads the column as one process does."""
+    return bool(field.paths) or (field.column is not None and field.column.on_worker)
+
+
+def _from_light(field: Field) -> bool:
+    """Whether the merge reads the column of a light message (`LightRow`)."""
+    column = field.column
+    return column is not None and (column.capture_wide or column.relative) and not (column.costly or column.answered)
 
 
 def _column_field(name: str) -> Field:
