@@ -739,7 +739,12 @@ class _TextSink(_Sink):
             self.coding[0]).name != "utf-8" else self.coding
 
     def begin(self, clock: CaptureClock) -> None:
+        """A capture starts (each of --separate's files is one): its own connections, its
+        own numbers, so change marks compare within it only."""
         self.clock = clock
+        if self.changes is not None:
+            self.changes = type(self.changes)()
+        self.named.clear()  # (the merge of its own workers' numbers)
 
     def see(self, message: Message) -> None:
         if self.changes is not None:  # against the previous response, shown or not

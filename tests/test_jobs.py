@@ -99,7 +99,7 @@ def test_two_jobs_write_the_same_bytes_for_every_capture_read_as_one(
     same_output(capsys, *PORTS, *options, *every_capture)
 
 
-@pytest.mark.parametrize("options", [("-V",), ("-T", "jsonl", "-t", "a")], ids=" ".join)
+@pytest.mark.parametrize("options", [("-V",), ("-T", "jsonl", "-t", "a"), ("-i", "--show-file")], ids=" ".join)
 def test_two_jobs_write_the_same_bytes_for_each_capture_on_its_own(
         capsys: pytest.CaptureFixture[str], every_capture: list[str], options: tuple[str, ...]) -> None:
     out = same_output(capsys, *PORTS, "--separate", *options, *every_capture)
@@ -190,6 +190,14 @@ def test_notes_of_the_bodies_minus_i_decodes_join_the_merges_in_one_processs_ord
         assert out == run(capsys, "--jobs", "1", "-i", str(capture)), capture.name
         joined += [line for line in out[1].splitlines() if "(hold limit); librdkafka's draft" in line]
     assert joined
+
+
+def test_change_marks_compare_within_each_capture_read_on_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    """--separate: each file its own capture, so -i's marks never compare a response with one
+    of another file (a file read twice has twice its marks, no more), with one job or two."""
+    path = str(CAPTURES / "incident.pcap")
+    alone = same_output(capsys, "-i", path).count(" changed since #")
+    assert alone and same_output(capsys, "-i", "--separate", path, path).count(" changed since #") == 2 * alone
 
 
 def test_a_lossy_capture_still_has_what_ties_connections_together(lossy: str) -> None:
