@@ -353,6 +353,8 @@ def _list(args: argparse.Namespace, keep: Selection, sink: _Sink) -> int:
     groups = [[path] for path in args.files] if args.separate else [args.files]
     for paths in groups:
         clock = _ORIGIN.new()
+        if args.separate:
+            sink.new_capture(_display_name(paths[0]))
         sink.begin(clock)
         sink.prompt = sink.prompt or _live_input(paths)
         # Where every message is written and none is looked at here, `--jobs` hands them to
@@ -673,6 +675,9 @@ class _Sink:
 
     def begin(self, clock: CaptureClock) -> None:
         """A capture starts; its first packet's time is known once its first message is."""
+
+    def new_capture(self, name: str) -> None:
+        """With --separate, before `begin`: the file read next is a capture of its own."""
 
     def see(self, message: Message) -> None:
         """Every message goes by here, shown or not (before -Y, --api and -c decide)."""
@@ -1291,6 +1296,9 @@ class _StatsSink(_Sink):
 
     def begin(self, clock: CaptureClock) -> None:
         self.clocks.append(clock)
+
+    def new_capture(self, name: str) -> None:
+        self.statistics.new_capture(name)
 
     def write(self, message: Message, prepared: Any = None) -> None:
         if self.statistics.start is None and self.clocks:

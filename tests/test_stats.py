@@ -42,3 +42,23 @@ def test_many_error_names_are_counted_and_wrapped():
     assert sum(line.count(" x") for line in section) == 59
     api_row = next(line for line in lines if line.startswith("DescribeTopicPartitions "))
     assert api_row.split()[-1] == str(sum(range(1, 60)))
+
+
+def test_files_read_each_on_its_own_keep_their_connections_apart(capsys) -> None:  # type: ignore[no-untyped-def]
+    """--separate: each file's streams start at 0 again; its connections stay its own, each
+    with its file, as each file's statistics alone have them, with one job or two."""
+    import json
+
+    from kdissect.cli import main
+    from tests.conftest import CAPTURES
+
+    files = [str(CAPTURES / "incident.pcap"), str(CAPTURES / "quorum_story.pcap")]
+    alone = []
+    for path in files:
+        assert main(["--stats", "-T", "json", "-j", "1", path]) == 0
+        alone.append(json.loads(capsys.readouterr().out)["connections"])
+    for jobs in ("1", "2"):
+        assert main(["--stats", "-T", "json", "--separate", "-j", jobs, *files]) == 0
+        together = json.loads(capsys.readouterr().out)["connections"]
+        assert [{k: v for k, v in c.items() if k != "file"} for c in together] == alone[0] + alone[1]
+        assert [c["file"] for c in together] == [files[0]] * len(alone[0]) + [files[1]] * len(alone[1])

@@ -70,6 +70,7 @@ class ClientStats:
 class ConnectionStats:
     client: str
     server: str
+    file: str  # the capture's, where files are read each as a capture of its own (--separate)
     client_ids: Counter[str] = field(default_factory=Counter)
     requests: int = 0
     responses: int = 0
@@ -103,7 +104,8 @@ class Statistics:
         self.with_topics = bodies and topics
         self.apis: dict[tuple[str, int | None], ApiStats] = {}
         self.clients: dict[str | None, ClientStats] = {}
-        self.connections: dict[int, ConnectionStats] = {}
+        self.connections: dict[tuple[int, int], ConnectionStats] = {}  # by capture and stream
+        self.captures: list[str] = []  # the files read each as a capture of its own (`new_capture`)
         self.topics = Topics()
         self.interval = interval
         self.start: float | None = None  # the capture's first packet, for the buckets
@@ -216,12 +218,19 @@ class Statistics:
         index = max(int((time - start) // self.interval), 0)
         return self.buckets.setdefault(index, Bucket())
 
+    def new_capture(self, name: str) -> None:
+        """Files read each as a capture of their own (--separate) start again at stream 0:
+        their connections are told apart by capture, each with its file's name."""
+        self.captures.append(name)
+
     def _connection(self, message: Message) -> ConnectionStats:
         connection = message.frame.connection
-        found = self.connections.get(connection.index)
+        key = (len(self.captures), connection.index)
+        found = self.connections.get(key)
         if found is None:
-            found = ConnectionStats(format_address(connection.client), format_address(connection.server))
-            self.connections[connection.index] = found
+            found = ConnectionStats(format_address(connection.client), format_address(connection.server),
+                                    self.captures[-1] if self.captures else "")
+            self.connections[key] = found
         return found
 
     # -- text ----------------------------------------------------------------------
@@ -271,12 +280,14 @@ class Statistics:
         return lines if self.clients else []
 
     def _connection_table(self) -> list[str]:
+        separate = len(self.captures) > 1  # each connection's file, at the end of its line
         lines = _title("Connections",
-            f"{'stream':>6} {'client':>23} {'server':>23} {'req':>7} {'resp':>7}  client ids")
-        for index, conn in sorted(self.connections.items()):
+            f"{'stream':>6} {'client':>23} {'server':>23} {'req':>7} {'resp':>7}  client ids"
+            + ("  (file)" if separate else ""))
+        for (_capture, index), conn in sorted(self.connections.items()):
             ids = ", ".join(_client_label(c) for c, _ in conn.client_ids.most_common(3)) or "-"
             lines.append(f"{index:>6} {conn.client:>23} {conn.server:>23} {conn.requests:>7} "
-                         f"{conn.responses:>7}  {ids}")
+                         f"{conn.responses:>7}  {ids}" + (f"  ({printable(conn.file)})" if separate else ""))
         return lines
 
     def _interval_table(self) -> list[str]:
@@ -357,8 +368,9 @@ class Statistics:
             "topics": self.topics.as_dicts(),
             "connections": [
                 {"stream": index, "client": c.client, "server": c.server, "requests": c.requests,
-                 "responses": c.responses, "client_ids": dict(c.client_ids.most_common())}
-                for index, c in sorted(self.connections.items())
+                 "responses": c.responses, "client_ids": dict(c.client_ids.most_common()),
+                 **({"file": c.file} if len(self.captures) > 1 else {})}
+                for (_capture, index), c in sorted(self.connections.items())
             ],
             "intervals": self.interval_rows(),
             "slowest": [slow_record(item.message) for item in sorted(self.slowest, reverse=True)],
