@@ -858,9 +858,9 @@ class _TextSink(_Sink):
         the response it names; the numbers a later mark may name kept (`named`): per
         worker, the previous response of each of its connections and APIs."""
         named = self.named.setdefault(marked.worker, {})
-        if marked.local:  # after the notes: put in first
-            number = b"%d" % named[marked.local]
-            text = text[:marked.at] + number + text[marked.at + marked.size:]
+        found = named.get(marked.local) if marked.local else None
+        if found is not None:  # after the notes: put in first
+            text = text[:marked.at] + b"%d" % found + text[marked.at + marked.size:]
         if marked.dropped:
             named.pop(marked.dropped, None)
         if marked.kept:
