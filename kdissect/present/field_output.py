@@ -70,6 +70,7 @@ class FieldColumns:
         self.names = names
         self.form = form
         self.fields = [_column_field(name) for name in names]
+        self.on_worker = tuple(field.on_worker for field in self.fields)  # which a worker reads exactly
         self._reading = body_reading(self.fields)  # every column from one index of the body
         self._start_ns = start_ns
         self._first_ns: int | None = None
@@ -103,14 +104,15 @@ class FieldColumns:
         """Whether a worker process can make every cell but those only the merge knows
         (`worker_cells`), which it makes from light messages (`LightRow`): message, stream
         and pair numbers, relative times."""
-        return all(_on_worker(field) or _from_light(field) for field in self.fields)
+        return all(field.on_worker or _from_light(field) for field in self.fields)
 
     def worker_cells(self, message: Message) -> tuple[str | None, ...]:
         """The cells of the columns a worker process reads as one process does (None for the
         others): the body's, and what depends only on the message, its connection and its
         request."""
         context = FieldContext(message, self._origin, self._reading)
-        return tuple(self._cell(field, context) if _on_worker(field) else None for field in self.fields)
+        return tuple(self._cell(field, context) if exact else None
+                     for field, exact in zip(self.fields, self.on_worker, strict=True))
 
     def _origin_ns(self) -> int:
         known = self._start_ns()
@@ -182,7 +184,7 @@ class WorkerCells(BodyCells):
         columns = self._columns
         if columns is None:
             columns = self._columns = FieldColumns(self.names, self.form, lambda: None)
-            self._whole = all(_on_worker(field) for field in columns.fields)
+            self._whole = all(columns.on_worker)
         cells = columns.worker_cells(message)
         # every cell made here: the row itself, which the merge writes as it is
         return "", columns.form.separator.join(cells) if self._whole else cells  # type: ignore[arg-type]
@@ -211,11 +213,6 @@ class LightRow:
 @dataclass(frozen=True, slots=True)
 class _Numbered:
     number: int
-
-
-def _on_worker(field: Field) -> bool:
-    """Whether a worker process reads the column as one process does."""
-    return bool(field.paths) or (field.column is not None and field.column.on_worker)
 
 
 def _from_light(field: Field) -> bool:

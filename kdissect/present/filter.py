@@ -147,6 +147,12 @@ class Field:
     def costly(self) -> bool:
         return bool(self.paths) or (self.column is not None and self.column.costly)
 
+    @property
+    def on_worker(self) -> bool:
+        """Whether a worker process of `--jobs` reads it as one process does: a body field,
+        or a column that depends on the message, its connection and its request alone."""
+        return bool(self.paths) or (self.column is not None and self.column.on_worker)
+
     def values(self, context: FieldContext) -> Iterator[Any]:
         if self.column is not None:
             start = context.start() if self.column.relative else 0.0
@@ -447,8 +453,7 @@ class _Parser:
         node = self._comparison()
         named = self.fields[first:]
         if not named or not all(field.paths for field in named):
-            if named and all(field.paths or (field.column is not None and field.column.on_worker)
-                             for field in named):
+            if named and all(field.on_worker for field in named):
                 return Node(node.test, node.costly, node.test)  # exact on a worker too
             return node
         bit, test = 1 << len(self.body_tests), node.test

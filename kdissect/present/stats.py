@@ -119,65 +119,40 @@ class Statistics:
             self.start = start
 
     def add(self, message: Message) -> None:
-        key = (message.api_name or REQUEST_MISSING, message.api_version)
-        api = self.apis.setdefault(key, ApiStats())
-        connection = self._connection(message)
-        bucket = self._bucket(message.time)
-        size = len(message.frame.data)
-        if message.is_request:
-            api.requests += 1
-            api.request_bytes += size
-            api.unanswered += message.pair is None and message.expects_response
-            connection.requests += 1
-            if message.client_id is not None:
-                connection.client_ids[message.client_id] += 1
-            if bucket is not None:
-                bucket.requests += 1
-            if message.api_key == PRODUCE and self.with_topics:  # what was sent, whether answered or not
-                body = message.values(keep=False)
-                if body is not None:
-                    self.topics.add(message.api_key, True, body)
-            return
-        api.responses += 1
-        api.response_bytes += size
-        connection.responses += 1
-        body = None if message.pair is None or not self.bodies else message.values(keep=False)
-        plan = None if body is None else body_plan(message)
-        errors = None if body is None or plan is None else Counter(error_counts(body, plan))
-        if body is not None and self.with_topics:
-            self.topics.add(message.api_key, False, body)
-        request = message.pair
-        self._response(api, bucket, None if request is None else request.client_id, errors, message.latency,
-                       message)
+        facts = message_facts(message, bodies=self.bodies, topics=self.with_topics)
+        self._count(message, facts, len(message.frame.data), message.time, message)
 
     def add_light(self, light: Light, facts: MessageFacts) -> None:
         """A message of a merge of `--jobs` (`kdissect.light.Light`), counted as `add` counts
         it from what its worker read of it (`message_facts`, made with this one's `bodies`
         and `topics`)."""
+        answered = _Answered(light, facts) if self.top and facts[4] is not None else None
+        self._count(light, facts, light.size, light.last_ns / 1e9, answered)  # (as `Message.time`)
+
+    def _count(self, message: Message | Light, facts: MessageFacts, size: int, time: float, ranked: Any) -> None:
+        """A message counted from its facts (`message_facts`): `ranked` is what --top keeps
+        of a response."""
         name, version, _key, client_id, latency, errors, topic = facts
         api = self.apis.setdefault((name or REQUEST_MISSING, version), ApiStats())
-        connection = self._connection(light)  # type: ignore[arg-type]
-        bucket = self._bucket(light.last_ns / 1e9)  # as `Message.time`
-        if light.is_request:
+        connection = self._connection(message)  # type: ignore[arg-type]
+        bucket = self._bucket(time)
+        self.topics.add_facts(topic)
+        if message.is_request:
             api.requests += 1
-            api.request_bytes += light.size
-            # answered when released, as one process counts it when it writes it: a request shown
-            # before any answer (the hold limit) may pair later in the same round of the merge
-            api.unanswered += light.pair_number is None and light.expects_response
+            api.request_bytes += size
+            # answered when written (a light message: when released, as one process writes it; a
+            # request shown before any answer, by the hold limit, may pair later in the same round)
+            api.unanswered += message.pair_number is None and message.expects_response
             connection.requests += 1
             if client_id is not None:
                 connection.client_ids[client_id] += 1
             if bucket is not None:
                 bucket.requests += 1
-            self.topics.add_facts(topic)
             return
         api.responses += 1
-        api.response_bytes += light.size
+        api.response_bytes += size
         connection.responses += 1
-        self.topics.add_facts(topic)
-        answered = _Answered(light, facts) if self.top and latency is not None else None
-        self._response(api, bucket, client_id, None if errors is None else Counter(dict(errors)), latency,
-                       answered)
+        self._response(api, bucket, client_id, None if errors is None else Counter(dict(errors)), latency, ranked)
 
     def _response(self, api: ApiStats, bucket: Bucket | None, client_id: str | None,
                   errors: Counter[str] | None, latency: float | None, message: Any) -> None:
