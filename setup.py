@@ -21,4 +21,6 @@ setup(ext_modules=[
     # verbose_records._plain_records: the -V text of a batch's records
     Extension("kdissect.present._verbose_records_c", ["kdissect/present/_verbose_records_c.c"],
               depends=["kdissect/decode/_varint.h"], optional=True),
+    # report._python_remapped: a worker's detail line given the page's string indexes
+    Extension("kdissect.present._report_c", ["kdissect/present/_report_c.c"], optional=True),
 ])

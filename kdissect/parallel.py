@@ -482,21 +482,45 @@ class Finished:
         """Each worker's answer to its request (`requests`: one per worker, in order), by
         `read_to_come`'s `answer` over its share, asked of every worker at once; a failure
         stops them all, and raises."""
-        team = self.team
         answered: list[Any] = []
         try:
             for index, request in enumerate(requests):
-                team.ask(index, ("ask", request))
-            for index in range(len(team.pipes)):
-                answered.append(team.reply(index)[1])
+                self.ask(index, request)
+            for index in range(len(self.team.pipes)):
+                answered.append(self.answer(index))
             return answered
         except KeyboardInterrupt:  # the workers answer on: those answers are let go
-            for index in range(len(answered), len(team.pipes)):
-                team.stale[index] += 1
+            for index in range(len(answered), len(self.team.pipes)):
+                self.let_go(index, 1)
+            raise
+
+    def ask(self, worker: int, request: Any) -> None:
+        """`request` to `worker`, whose answer (by `read_to_come`'s `answer` over its share)
+        `answer` waits for; a worker answers its requests in the order asked. A failure
+        stops every worker, and raises."""
+        try:
+            self.team.ask(worker, ("ask", request))
+        except KeyboardInterrupt:
             raise
         except BaseException:
-            team.stop()
+            self.team.stop()
             raise
+
+    def answer(self, worker: int) -> Any:
+        """The answer `worker` gives to the first of its requests not yet answered here,
+        waited for (interrupted, the wait loses nothing: asked again, it goes on). A
+        failure stops every worker, and raises."""
+        try:
+            return self.team.reply(worker)[1]
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
+            self.team.stop()
+            raise
+
+    def let_go(self, worker: int, count: int) -> None:
+        """The answers to `worker`'s last `count` requests are awaited by no one: skipped."""
+        self.team.stale[worker] += count
 
     def answering(self) -> bool:
         """Whether the workers answer requests (`answers`): they hold their shares, and have

@@ -83,8 +83,8 @@ def read_pcap(
     message kept, the messages themselves are made when first asked for (a notebook that
     only looks at tables never pays for them); `lazy=False` makes them while the workers
     read, which is sooner for a caller that walks every message at once. `findings=True`
-    (which implies `lazy=False`) has the workers also read every body for what
-    `kdissect.present.findings.find` needs of it, each its share, as `--findings` does.
+    has the workers also read every body for what `kdissect.present.findings.find`
+    needs of it, each its share, as `--findings` does.
     """
     from kdissect.present.filter import selector
 
@@ -102,19 +102,25 @@ def read_pcap(
     early: list[Any] = []  # the per-API tables the reading workers make (parallel_tables)
     names = [source_name(s) for s in sources]
     facts = findings and apis is None and filter is None  # the workers find what findings read of bodies
-    if jobs > 1 and apis is None and filter is None and lazy and not findings:  # every message kept: made when first needed
+    if jobs > 1 and apis is None and filter is None and lazy:  # every message kept: made when first needed
         from kdissect.parallel import read_to_come
-        from kdissect.present.parallel_tables import TableJobs, api_tables, share_table
+        from kdissect.present.parallel_tables import (
+            TableJobs,
+            api_facts_and_tables,
+            api_tables,
+            share_answer,
+        )
 
         # the workers make the per-API tables, then keep their shares for the other tables
         to_come, finished = read_to_come(sources, jobs, ports=[*DEFAULT_PORTS, *ports], detect=detect,
                                          report=problems.append, show_secrets=show_secrets,
                                          preload=("kdissect.present.parallel_tables",),
-                                         finish=functools.partial(api_tables, api_frames_made),
-                                         answer=functools.partial(share_table, table_of), clock=clock)
+                                         finish=functools.partial(api_facts_and_tables if facts else api_tables,
+                                                                  api_frames_made),
+                                         answer=functools.partial(share_answer, table_of), clock=clock)
         capture = Capture(to_come, source=", ".join(names), problems=problems, files=names, jobs=jobs,
                           start=clock.start)
-        capture._workers = TableJobs(jobs, early=finished)
+        capture._workers = TableJobs(jobs, early=finished, facts=facts)
         return capture
     with cycle_collection_paused():
         if jobs > 1:
@@ -259,6 +265,12 @@ class Capture:
         or None where they found none."""
         found = None if self._workers is None else self._workers.body_facts(self._messages)
         return None if found is None else found[0]
+
+    def held_shares(self) -> Any | None:
+        """The shares the workers that read the capture hold, for what they make of them on
+        request (`parallel_tables.HeldShares`); None where they hold none (one process, or
+        a capture read with a filter or `lazy=False`)."""
+        return None if self._workers is None else self._workers.held_shares(self._messages)
 
     def workers_topics(self) -> Any | None:
         """The topics the workers that read the capture counted from the same bodies

@@ -202,6 +202,16 @@ class BodyFact:
     topic: str  # the topic the error sits under; for a group id, the group
 
 
+TABLES_READ = ("quorum", "quorum_replicas", "producers", "topic_partitions")  # the per-API tables read here
+
+
+def table_read(capture: Capture, name: str) -> pd.DataFrame:
+    """One of `TABLES_READ`, made together with the others and without any other per-API
+    table (whose bodies nothing here reads)."""
+    frame: pd.DataFrame = capture.tables([name, *TABLES_READ])[name]
+    return frame
+
+
 class Evidence:
     """What detectors read: the capture's public tables, plus facts from message bodies."""
 
@@ -217,8 +227,7 @@ class Evidence:
         return self._on_tree is not None or self._on_values is not None
 
     def table(self, name: str) -> pd.DataFrame:
-        frame: pd.DataFrame = getattr(self.capture, name)
-        return frame
+        return table_read(self.capture, name)
 
     @cached_property
     def streams(self) -> dict[int, int]:
@@ -796,7 +805,7 @@ def voter_lags(capture: Capture) -> list[dict[str, Any]]:
     """Each voter's lag in each DescribeQuorum answer, by Kafka's definition: the leader's
     log end offset minus the replica's. The leader itself has lag 0; an answer without a
     known leader gives no lags."""
-    replicas = rows(capture.quorum_replicas, ("time", "number", "topic_name", "partition_index", "role",
+    replicas = rows(table_read(capture, "quorum_replicas"), ("time", "number", "topic_name", "partition_index", "role",
                                                "replica_id", "log_end_offset", "leader_id",
                                                "leader_epoch"))
     lags = []
@@ -951,7 +960,7 @@ _PRODUCER_COLUMNS = ("time", "number", "topic_name", "partition_index", "produce
 
 
 def _producer_rows(capture: Capture) -> list[dict[str, Any]]:
-    return [r for r in rows(capture.producers, _PRODUCER_COLUMNS) if r["producer_id"] is not None]
+    return [r for r in rows(table_read(capture, "producers"), _PRODUCER_COLUMNS) if r["producer_id"] is not None]
 
 
 def transaction_ages(capture: Capture) -> list[dict[str, Any]]:
@@ -1026,7 +1035,7 @@ _PARTITION_COLUMNS = ("time", "number", "level", "topic_name", "partition_index"
 
 
 def _partition_rows(capture: Capture) -> list[dict[str, Any]]:
-    found = rows(capture.topic_partitions, _PARTITION_COLUMNS)
+    found = rows(table_read(capture, "topic_partitions"), _PARTITION_COLUMNS)
     return [{**r, **{k: tuple(r[k] or ()) for k in _PARTITION_COLUMNS[-3:]}} for r in found
             if r["level"] == "partition" and r["partition_error"] in (None, "NONE")]
 

@@ -42,10 +42,18 @@ where holding a request back broke a bound (`pair.pairing.release_notes`: the bo
 every connection's messages): it adds those notes to the messages table. Table workers
 are started only where the reading workers cannot serve: messages made while reading
 (`lazy=False`, a filter), or a tree built here.
+With `findings=True` the reading workers first find the facts of every body, then make
+only the per-API tables the detectors read (`api_facts_and_tables`,
+`findings.TABLES_READ`): those bodies are all `--findings` and the report decode; any
+other per-API table is asked of them later, as the tables that are not per-API are.
+A share held so also answers what a function of a module makes of it (`share_answer`):
+`HeldShares` asks each worker, piece after piece (`ShareStream`), for the report's trees
+(`report.share_details`).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import gc
@@ -123,7 +131,7 @@ class TableJobs:
             self._early_parts(messages)
         if self.early_parts is not None and (early := self.early_parts.parts(name)) is not None:
             return _early_table(messages, early, dtypes)
-        if name not in _api_table_names() and self._answering(messages):
+        if self._answering(messages):  # by the workers that hold their shares
             assert self.early is not None
             places = self._places()
             # the messages' notes name messages by number: those workers are told the capture's
@@ -162,6 +170,14 @@ class TableJobs:
                               merged_topics([(topics, numbers) for (_, topics), numbers, _streams in parts]))
         return self.found
 
+    def held_shares(self, messages: list[Message] | MessagesToCome) -> HeldShares | None:
+        """The shares the reading workers hold (`read_to_come`), for what they make of them
+        on request; None where they hold none, or trees were built here (as for the tables:
+        `_answering`)."""
+        if not self._answering(messages):
+            return None
+        return HeldShares(self.early, self._places())  # type: ignore[arg-type]
+
     def _answering(self, messages: list[Message] | MessagesToCome) -> bool:
         """Whether the reading workers, which hold their shares, make a table that is not
         per-API (`parallel.Finished.answers`): unless trees were built here (their notes
@@ -185,7 +201,7 @@ class TableJobs:
             self.early.stop()
             self.early = None
         else:
-            self.early_parts = _EarlyParts(self.early, self._places(), {FACTS} if self.facts else set())
+            self.early_parts = _EarlyParts(self.early, self._places(), _early_names(self.facts))
 
     def _start(self, messages: list[Message], definitions: tuple[DefinitionSource, ...]) -> None:
         self.stop()
@@ -237,13 +253,27 @@ def _api_table_names() -> set[str]:
     return set(TABLES)
 
 
-def api_tables(made: Maker, messages: list[Message]) -> Iterator[tuple[str, pd.DataFrame]]:
-    """In a reading worker: every per-API table over the messages of its share, made by
-    `made` (`analysis.api_frames_made`) together, as one process makes them, and yielded
-    one by one as made, to be sent while the next is made. A worker that holds its share
-    answers what it is asked meanwhile (`parallel.serve_waiting`) during the pass too."""
+def _early_names(facts: bool) -> set[str]:
+    """The parts each reading worker makes: every per-API table, or (`facts`) the bodies'
+    facts and the per-API tables the detectors read (`api_facts_and_tables`)."""
+    if not facts:
+        return _api_table_names()
+    from kdissect.present.findings import TABLES_READ
+
+    return {FACTS, *TABLES_READ}
+
+
+def api_tables(made: Maker, messages: list[Message], names: Sequence[str] | None = None,
+               ) -> Iterator[tuple[str, pd.DataFrame]]:
+    """In a reading worker: every per-API table (or those `names`) over the messages of its
+    share, made by `made` (`analysis.api_frames_made`) together, as one process makes them,
+    and yielded one by one as made, to be sent while the next is made. A worker that holds
+    its share answers what it is asked meanwhile (`parallel.serve_waiting`) during the
+    pass too."""
+    from kdissect.present.tables import TABLES
+
     with cycle_collection_paused():
-        yield from made(messages, pause=serve_waiting)
+        yield from made(messages, None if names is None else [TABLES[name] for name in names], pause=serve_waiting)
 
 
 def share_table(made: Callable[[list[Message], str], pd.DataFrame], messages: list[Message],
@@ -269,20 +299,102 @@ def share_table(made: Callable[[list[Message], str], pd.DataFrame], messages: li
         return table
 
 
+def share_answer(made: Callable[[list[Message], str], pd.DataFrame], messages: list[Message],
+                 request: tuple[Any, ...]) -> Any:
+    """In a reading worker that holds its share (`parallel.read_to_come`'s `answer`): a
+    table (`share_table`'s request), or for (function, *arguments) what the function (one
+    of a module, sent by name: `HeldShares.stream`) makes of the share and the arguments."""
+    if callable(request[0]):
+        function, *arguments = request
+        return function(messages, *arguments)
+    return share_table(made, messages, request)
+
+
+class HeldShares:
+    """The shares the reading workers hold once read (`read_pcap` with several jobs and
+    every message kept), for what each makes of its own share on request."""
+
+    def __init__(self, early: Finished, places: _Places) -> None:
+        self.early, self.numbers = early, places.numbers
+        self.count = len(self.numbers)  # the workers
+
+    def owners(self) -> np.ndarray:
+        """The worker that holds each message, in capture order."""
+        owner = np.full(sum(len(numbers) for numbers in self.numbers), -1, dtype=np.int64)
+        for worker, numbers in enumerate(self.numbers):
+            owner[numbers - 1] = worker
+        if len(owner) and owner.min() < 0:  # every message is in one share: nothing was left out
+            raise WorkerError("the workers' shares do not hold every message of the capture")
+        return owner
+
+    def stream(self, function: Callable[..., list[Any]], *arguments: Any) -> ShareStream:
+        """What `function(share, first, *arguments)` makes of each worker's share, piece
+        after piece (`ShareStream`)."""
+        return ShareStream(self.early, self.count, function, arguments)
+
+
+class ShareStream:
+    """What `function(share, first, *arguments)` (one of a module: it is sent by name) makes
+    of each worker's share, a piece at a time: a list of entries, from the share's start
+    (`first` true) and then on from where the last piece ended (the function keeps its
+    place in the worker); an empty one once the share is done. `next(worker)` gives that
+    worker's entries one by one, in order. AHEAD pieces are asked of each worker before
+    they are needed, so that the workers make them while this process takes the last
+    ones; those never taken are let go when the stream is closed (a `with` block)."""
+
+    AHEAD = 2
+
+    def __init__(self, early: Finished, workers: int, function: Callable[..., list[Any]],
+                 arguments: tuple[Any, ...]) -> None:
+        self.early, self.function, self.arguments = early, function, arguments
+        self.entries: list[collections.deque[Any]] = [collections.deque() for _ in range(workers)]
+        self.asked = [0] * workers  # pieces asked of each worker and not yet taken
+        for worker in range(workers):
+            self.early.ask(worker, (function, True, *arguments))
+            self.asked[worker] = 1
+            self._ask_ahead(worker)
+
+    def next(self, worker: int) -> Any:
+        entries = self.entries[worker]
+        while not entries:
+            piece = self.early.answer(worker)
+            self.asked[worker] -= 1
+            if not piece:
+                raise WorkerError(f"worker {worker} has no more of its share to give")
+            entries.extend(piece)
+            self._ask_ahead(worker)
+        return entries.popleft()
+
+    def _ask_ahead(self, worker: int) -> None:
+        while self.asked[worker] < self.AHEAD:
+            self.early.ask(worker, (self.function, False, *self.arguments))
+            self.asked[worker] += 1
+
+    def __enter__(self) -> ShareStream:
+        return self
+
+    def __exit__(self, *_exception: object) -> None:
+        for worker, asked in enumerate(self.asked):
+            if asked:
+                self.early.let_go(worker, asked)
+        self.asked = [0] * len(self.asked)
+
+
 FACTS = "body facts"  # the part of a reading worker that is no table (`api_facts_and_tables`)
 
 
 def api_facts_and_tables(made: Maker, messages: list[Message]) -> Iterator[tuple[str, Any]]:
-    """`api_tables`, after the facts of every body of the share (`findings.body_facts_of`)
-    and the topics counted from the same values (`topic_stats.Topics`), for a caller that
-    reads them all (`--findings`, the report): found here, each worker its share."""
-    from kdissect.present.findings import body_facts_of
+    """The facts of every body of the share (`findings.body_facts_of`) and the topics
+    counted from the same values (`topic_stats.Topics`), then the per-API tables the
+    detectors read (`api_tables` of `findings.TABLES_READ`), for a caller that reads them
+    all (`--findings`, the report): found here, each worker its share."""
+    from kdissect.present.findings import TABLES_READ, body_facts_of
     from kdissect.present.topic_stats import Topics
 
     with cycle_collection_paused():
         topics = Topics()
         yield FACTS, (body_facts_of(messages, on_values=topics.add_message), topics)
-    yield from api_tables(made, messages)
+    yield from api_tables(made, messages, TABLES_READ)
 
 
 class _Places:
@@ -303,12 +415,12 @@ class _EarlyParts:
     """The per-API tables the reading workers make, each worker's kept as they come, with
     where its messages and connections are in the capture (`_Places`)."""
 
-    def __init__(self, early: Finished, places: _Places, more: set[str]) -> None:
+    def __init__(self, early: Finished, places: _Places, expected: set[str]) -> None:
         self.early = early
         self.numbers, self.stream_of = places.numbers, places.stream_of
         self.tables: list[dict[str, pd.DataFrame]] = [{} for _ in early.numbers]  # come, not yet asked for
         self.given: set[str] = set()  # the tables handed on (the capture keeps them)
-        self.expected = _api_table_names() | more  # what each worker makes
+        self.expected = expected  # what each worker makes
         self.received = [0] * len(early.numbers)  # tables come from each worker
 
     def parts(self, name: str) -> list[Part] | None:

@@ -11,7 +11,10 @@ Messages, trees and bytes travel as JSON inside `<script type="application/json"
 elements, with `<`, `>` and `&` escaped so no string from the wire can end the
 element; the page's script only ever sets `textContent`. Trees and bytes are
 embedded for messages up to a size and within a total budget; the rest are
-listed with a note saying how to see them on the command line.
+listed with a note saying how to see them on the command line. With several jobs the
+workers that read the capture lay out the trees, each its share's, with a string table of
+its own; this process puts them in capture order and gives them the page's string indexes
+(`PacketData.add_share_details`): the page is the page of one process.
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ import base64
 import dataclasses
 import gc
 import hashlib
+import itertools
 import json
 import math
 import os
 import re
 import sys
 import time
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 from importlib import resources
@@ -36,6 +42,7 @@ import orjson
 
 from kdissect.decode.tree import Node, Row, printable
 from kdissect.ingest.net import format_address
+from kdissect.native import native_or
 from kdissect.present import findings as findings_module
 from kdissect.present.findings import Finding, Severity, Thresholds
 from kdissect.present.summary import REQUEST_MISSING
@@ -44,6 +51,7 @@ from kdissect.present.svgplot import Chart, Marker, Series, render
 if TYPE_CHECKING:
     from kdissect.pair.message import Message
     from kdissect.present.analysis import Capture
+    from kdissect.present.parallel_tables import HeldShares
     from kdissect.present.topic_stats import Topics
 
 DETAIL_MAX_FRAME = 64 * 1024  # largest message whose tree and bytes go into the page
@@ -108,6 +116,110 @@ def compact_rows(root: Row, strings: Strings) -> list[Any]:
     return walk(root)
 
 
+def detail_line(message: Message, tree: Node | None, strings: Strings) -> str:
+    """The page's line of a message's details: its bytes in base64 and its tree, laid out
+    compactly (`compact_rows` from flat values where `tree` is None and the fast path took
+    the body, else `compact_tree`), its strings added to `strings`."""
+    rows = message.rows(records=True) if tree is None else None
+    if rows is not None:
+        compact = compact_rows(rows, strings)
+    else:
+        compact = compact_tree(message.tree(keep=False) if tree is None else tree, strings)
+    return script_json(_ascii_json([base64.b64encode(message.frame.data).decode("ascii"), compact]))
+
+
+DETAIL_PIECE_BYTES = 1024 * 1024  # of detail lines a reading worker sends at a time
+
+
+class _ShareDetails:
+    """In a reading worker: where it is in its share's detail lines, and its string table."""
+
+    def __init__(self, share: list[Message]) -> None:
+        self.share, self.strings, self.at = share, Strings(), 0
+
+
+_share_details: list[_ShareDetails] = []  # in a reading worker: the one under way
+
+
+def share_details(share: list[Message], first: bool, piece_bytes: int) -> list[Any]:
+    """In a reading worker that holds its share (`PacketData.add_share_details`): the next
+    messages' entries, in order (from the first with `first`), until their lines take
+    `piece_bytes`; none once the share is done. An entry is None for a message larger than
+    DETAIL_MAX_FRAME, else (its size, its `detail_line` with the worker's own string
+    table, the strings that line added to the table, in order)."""
+    if first or not _share_details or _share_details[0].share is not share:
+        _share_details[:] = [_ShareDetails(share)]
+    made = _share_details[0]
+    index = made.strings.index
+    entries: list[Any] = []
+    taken = 0
+    while taken < piece_bytes and made.at < len(share):
+        message = share[made.at]
+        made.at += 1
+        size = len(message.frame.data)
+        if size > DETAIL_MAX_FRAME:
+            entries.append(None)
+            continue
+        known = len(index)
+        line = detail_line(message, None, made.strings)
+        entries.append((size, line, list(itertools.islice(reversed(index), len(index) - known))[::-1]))
+        taken += len(line)
+    return entries
+
+
+def _python_remapped(line: str, mapping: Sequence[int]) -> str:
+    """A worker's detail line (`share_details`) with the page's string indexes: each node's
+    name, type and description (its items 0, 1 and 5) index `mapping`, which gives the
+    page's index; the rest stays as it is. The line is walked as tokens, each open array's
+    kind and item count on a stack: the line's own array ([bytes, node]), a node ([name,
+    type, display, offset, size, about, children, ...]), a node's children, or any other
+    (notes). The reference of `_report_c.remapped`; ValueError on what is no detail line."""
+    if not line.isascii():
+        raise ValueError("not a detail line: a character beyond ASCII")
+    out = []
+    stack: list[list[int]] = []  # per open array: its kind, its items so far
+    at = 0
+    for token in _TOKEN.finditer(line):
+        text = token.group()
+        if token.start() != at or text == '"':
+            raise ValueError(f"not a detail line: a string without its end at character {at}")
+        at = token.end()
+        if text == "[":
+            kind = _LINE
+            if stack:
+                parent, item = stack[-1]
+                kind = (_NODE if (parent == _LINE and item == 1) or parent == _CHILDREN
+                        else _CHILDREN if parent == _NODE and item == 6 else _OTHER)
+            stack.append([kind, 0])
+        elif text == "]":
+            if not stack:
+                raise ValueError(f"not a detail line: a ']' closing nothing at character {token.start()}")
+            stack.pop()
+        elif text == ",":
+            if not stack:
+                raise ValueError(f"not a detail line: a ',' outside the line's array at character {token.start()}")
+            stack[-1][1] += 1
+        elif text[0] != '"' and stack and stack[-1][0] == _NODE and stack[-1][1] in (0, 1, 5):
+            if len(text) > 18 or not text.isdigit():
+                raise ValueError(f"not a detail line: a node's string index {text!r}")
+            if int(text) >= len(mapping):
+                raise ValueError(f"not a detail line: a string index out of range at character {token.start()}")
+            text = str(mapping[int(text)])
+        out.append(text)
+    if at != len(line):
+        raise ValueError(f"not a detail line: a string without its end at character {at}")
+    if stack:
+        raise ValueError(f"not a detail line: an array without its end at character {len(line)}")
+    return "".join(out)
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\],]|[^\[\],"]+|"', re.DOTALL)
+_LINE, _NODE, _CHILDREN, _OTHER = range(4)
+
+# a worker's detail line given the page's string indexes: in C where it is built
+remapped = native_or("kdissect.present._report_c", "remapped", _python_remapped)
+
+
 @dataclass(slots=True)
 class PacketData:
     """Column-wise message list plus one detail line per message (empty when not embedded)."""
@@ -129,23 +241,48 @@ class PacketData:
         that does not fit, the rest are listed only (but for one larger than DETAIL_MAX_FRAME,
         which is left out alone). The tree is laid out from flat values where `tree` is
         None. Whether the next message's tree may still fit."""
-        data = message.frame.data
-        if self.full or len(data) > DETAIL_MAX_FRAME:
+        size = len(message.frame.data)
+        if self.full or size > DETAIL_MAX_FRAME:
             return not self.full
-        if self.detail_bytes + 4 * len(data) // 3 >= self.budget:  # its bytes alone, in base64
+        return self._room_for(size) and self._kept(message.number, detail_line(message, tree, self.strings))
+
+    def add_share_details(self, shares: HeldShares) -> None:
+        """`add_detail` of every message in capture order, made by the reading workers that
+        hold the capture's shares (`share_details`), each on its own messages with a string
+        table of its own. Each line comes with the strings its tree added to its worker's
+        table, in order: those new to the page are added to the page's table here, in the
+        order one process adds them (a string new to the page is new to its worker's table
+        too, in the same message), and the line is given the page's indexes (`remapped`).
+        What goes in, and the string table, are those of `add_detail` in one process."""
+        if self.full:
+            return
+        index = self.strings.index
+        mappings = [array("q") for _ in range(shares.count)]
+        with shares.stream(share_details, DETAIL_PIECE_BYTES) as made:
+            for number, worker in enumerate(shares.owners().tolist(), 1):
+                entry = made.next(worker)
+                if entry is None:  # larger than DETAIL_MAX_FRAME: left out alone
+                    continue
+                size, line, added = entry
+                if not self._room_for(size):
+                    return
+                mapping = mappings[worker]
+                mapping.extend([index.setdefault(text, len(index)) for text in added])
+                if not self._kept(number, remapped(line, mapping)):
+                    return
+
+    def _room_for(self, size: int) -> bool:
+        """Whether a message of `size` bytes may still fit: its bytes alone, in base64."""
+        if self.detail_bytes + 4 * size // 3 >= self.budget:
             self.full = True
-            return False
-        rows = message.rows(records=True) if tree is None else None
-        if rows is not None:
-            compact = compact_rows(rows, self.strings)
-        else:
-            compact = compact_tree(message.tree(keep=False) if tree is None else tree, self.strings)
-        line = script_json(_ascii_json([base64.b64encode(data).decode("ascii"), compact]))
+        return not self.full
+
+    def _kept(self, number: int, line: str) -> bool:
         if self.detail_bytes + len(line) > self.budget:
             self.full = True
             return False
         self.detail_bytes += len(line)
-        self.details[message.number] = line
+        self.details[number] = line
         return True
 
     def add_row(self, message: Message) -> None:
@@ -228,25 +365,33 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
     from kdissect.present.topic_stats import Topics
 
     packets = PacketData(budget=detail_budget)
+    if capture.start is not None:
+        packets.base_time = capture.start
     topics: Topics | None
     if capture.workers_find_facts():
-        # the reading workers find the bodies' facts and count the topics meanwhile
-        for message in capture.message_list:
-            if not packets.add_detail(message, None):
-                break
+        # The reading workers find the bodies' facts and count the topics meanwhile; where
+        # they hold their shares, they make the page's trees too. The list's rows (whose
+        # strings follow the trees' in the table) are made here while they make the tables
+        # the detectors read; the detectors add no string.
+        shares = capture.held_shares()
+        if shares is not None:
+            packets.add_share_details(shares)
+        else:
+            for message in capture.message_list:
+                if not packets.add_detail(message, None):
+                    break
+        _add_rows(packets, capture)
         evidence = findings_module.Evidence(capture, thresholds or Thresholds(), None)
         topics = capture.workers_topics()
+        found = findings_module.run_detectors(evidence)
     else:  # one pass over the bodies here: the facts, the page's trees, the topics' values
         topics = Topics()
         evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail,
                                             topics.add_message)
-    found = findings_module.run_detectors(evidence)
+        found = findings_module.run_detectors(evidence)
+        _add_rows(packets, capture)
     if topics is None:  # the workers' counts could not be merged, or their facts not used
         topics = Topics().add_messages(capture.message_list)
-    if capture.start is not None:
-        packets.base_time = capture.start
-    for message in capture.message_list:
-        packets.add_row(message)
     page_data = {"strings": packets.strings.table(), "columns": packets.columns,
                  "base": packets.base_time, "source": _capture_name(capture)}
     sections = [
@@ -256,6 +401,11 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
         _packets_section(),
     ]
     return _page(capture, "".join(sections), page_data, packets.detail_lines())
+
+
+def _add_rows(packets: PacketData, capture: Capture) -> None:
+    for message in capture.message_list:
+        packets.add_row(message)
 
 
 def _capture_name(capture: Capture) -> str:
@@ -446,7 +596,7 @@ def _id(value: Any) -> str:
 
 
 def _sequence_chart(capture: Capture, found: list[Finding], base: float) -> Chart | None:
-    producers = [r for r in findings_module.rows(capture.producers, (
+    producers = [r for r in findings_module.rows(findings_module.table_read(capture, "producers"), (
         "time", "topic_name", "partition_index", "producer_id", "last_sequence")) if r["producer_id"] is not None]
     if not producers:
         return None
