@@ -46,7 +46,9 @@ def test_two_jobs_make_the_page_of_one_at_any_budget(many: str) -> None:
     one, two = read_pcap(many, jobs=1), read_pcap(many, jobs=2, findings=True)
     assert two.held_shares() is not None  # the workers make the trees
     whole = report.PacketData(budget=1 << 40)
-    whole.add_share_details(two.held_shares())
+    shares = two.held_shares()
+    with whole.share_stream(shares) as made:
+        whole.add_share_details(shares.owners().tolist(), made)
     assert whole.details and not whole.full
     cuts = [0, 1000, whole.detail_bytes // 3, whole.detail_bytes - 1, whole.detail_bytes, 1 << 40]
     for budget in cuts:

@@ -253,14 +253,19 @@ class Evidence:
 
 
 def body_facts_of(messages: Iterable[Message], on_tree: TreeVisitor | None = None,
-                  on_values: ValuesVisitor | None = None) -> BodyFacts:
+                  on_values: ValuesVisitor | None = None, pause: Callable[[], None] | None = None) -> BodyFacts:
     """Facts from one pass over every message's body (see `BodyFacts`): its flat values
     where the fast path takes it and they hold every fact (no notes then), else the
     interpreter's tree with its notes. `on_tree` and `on_values` see each message, as
-    `find` and `Evidence` say."""
+    `find` and `Evidence` say. `pause`, when given, is called every `PAUSE_EVERY` messages
+    (a reading worker answers there what it was asked: `parallel.serve_waiting`)."""
+    from kdissect.present.analysis import PAUSE_EVERY
+
     facts = BodyFacts()
     visitor = on_tree
-    for message in messages:
+    for position, message in enumerate(messages, 1):
+        if pause is not None and not position % PAUSE_EVERY:
+            pause()
         client_id = message.client_id  # a response's is its request's
         problems = [n.message for n in message.all_notes() if int(n.severity) >= _ERROR_NOTE]
         values = message.fast_values(keep=False) if _values_tell(message) else None

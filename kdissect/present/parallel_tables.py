@@ -327,10 +327,10 @@ class HeldShares:
             raise WorkerError("the workers' shares do not hold every message of the capture")
         return owner
 
-    def stream(self, function: Callable[..., list[Any]], *arguments: Any) -> ShareStream:
+    def stream(self, function: Callable[..., list[Any]], *arguments: Any, ahead: int = 2) -> ShareStream:
         """What `function(share, first, *arguments)` makes of each worker's share, piece
-        after piece (`ShareStream`)."""
-        return ShareStream(self.early, self.count, function, arguments)
+        after piece (`ShareStream`), the first `ahead` pieces asked at once."""
+        return ShareStream(self.early, self.count, function, arguments, ahead)
 
 
 class ShareStream:
@@ -338,21 +338,22 @@ class ShareStream:
     of each worker's share, a piece at a time: a list of entries, from the share's start
     (`first` true) and then on from where the last piece ended (the function keeps its
     place in the worker); an empty one once the share is done. `next(worker)` gives that
-    worker's entries one by one, in order. AHEAD pieces are asked of each worker before
-    they are needed, so that the workers make them while this process takes the last
-    ones; those never taken are let go when the stream is closed (a `with` block)."""
+    worker's entries one by one, in order. The first `ahead` pieces are asked of each
+    worker at once, and from then on AHEAD are asked before they are needed, so that the
+    workers make them while this process does something else or takes the last ones;
+    those never taken are let go when the stream is closed (a `with` block)."""
 
     AHEAD = 2
 
     def __init__(self, early: Finished, workers: int, function: Callable[..., list[Any]],
-                 arguments: tuple[Any, ...]) -> None:
+                 arguments: tuple[Any, ...], ahead: int = AHEAD) -> None:
         self.early, self.function, self.arguments = early, function, arguments
         self.entries: list[collections.deque[Any]] = [collections.deque() for _ in range(workers)]
         self.asked = [0] * workers  # pieces asked of each worker and not yet taken
         for worker in range(workers):
             self.early.ask(worker, (function, True, *arguments))
             self.asked[worker] = 1
-            self._ask_ahead(worker)
+            self._ask_ahead(worker, ahead)
 
     def next(self, worker: int) -> Any:
         entries = self.entries[worker]
@@ -362,11 +363,11 @@ class ShareStream:
             if not piece:
                 raise WorkerError(f"worker {worker} has no more of its share to give")
             entries.extend(piece)
-            self._ask_ahead(worker)
+            self._ask_ahead(worker, self.AHEAD)
         return entries.popleft()
 
-    def _ask_ahead(self, worker: int) -> None:
-        while self.asked[worker] < self.AHEAD:
+    def _ask_ahead(self, worker: int, ahead: int) -> None:
+        while self.asked[worker] < ahead:
             self.early.ask(worker, (self.function, False, *self.arguments))
             self.asked[worker] += 1
 
@@ -393,7 +394,7 @@ def api_facts_and_tables(made: Maker, messages: list[Message]) -> Iterator[tuple
 
     with cycle_collection_paused():
         topics = Topics()
-        yield FACTS, (body_facts_of(messages, on_values=topics.add_message), topics)
+        yield FACTS, (body_facts_of(messages, on_values=topics.add_message, pause=serve_waiting), topics)
     yield from api_tables(made, messages, TABLES_READ)
 
 

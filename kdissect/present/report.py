@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import collections
 import dataclasses
 import gc
 import hashlib
@@ -51,7 +52,7 @@ from kdissect.present.svgplot import Chart, Marker, Series, render
 if TYPE_CHECKING:
     from kdissect.pair.message import Message
     from kdissect.present.analysis import Capture
-    from kdissect.present.parallel_tables import HeldShares
+    from kdissect.present.parallel_tables import HeldShares, ShareStream
     from kdissect.present.topic_stats import Topics
 
 DETAIL_MAX_FRAME = 64 * 1024  # largest message whose tree and bytes go into the page
@@ -129,6 +130,7 @@ def detail_line(message: Message, tree: Node | None, strings: Strings) -> str:
 
 
 DETAIL_PIECE_BYTES = 1024 * 1024  # of detail lines a reading worker sends at a time
+DETAIL_PIECES_AHEAD = 128  # pieces asked of a worker at most before it sent any
 
 
 class _ShareDetails:
@@ -246,30 +248,38 @@ class PacketData:
             return not self.full
         return self._room_for(size) and self._kept(message.number, detail_line(message, tree, self.strings))
 
-    def add_share_details(self, shares: HeldShares) -> None:
+    def add_share_details(self, owners: Sequence[int], made: ShareStream) -> None:
         """`add_detail` of every message in capture order, made by the reading workers that
         hold the capture's shares (`share_details`), each on its own messages with a string
         table of its own. Each line comes with the strings its tree added to its worker's
         table, in order: those new to the page are added to the page's table here, in the
         order one process adds them (a string new to the page is new to its worker's table
         too, in the same message), and the line is given the page's indexes (`remapped`).
-        What goes in, and the string table, are those of `add_detail` in one process."""
+        What goes in, and the string table, are those of `add_detail` in one process.
+        `owners`: the worker that holds each message, in capture order; `made`, what they
+        make (`share_stream`)."""
         if self.full:
             return
         index = self.strings.index
-        mappings = [array("q") for _ in range(shares.count)]
-        with shares.stream(share_details, DETAIL_PIECE_BYTES) as made:
-            for number, worker in enumerate(shares.owners().tolist(), 1):
-                entry = made.next(worker)
-                if entry is None:  # larger than DETAIL_MAX_FRAME: left out alone
-                    continue
-                size, line, added = entry
-                if not self._room_for(size):
-                    return
-                mapping = mappings[worker]
-                mapping.extend([index.setdefault(text, len(index)) for text in added])
-                if not self._kept(number, remapped(line, mapping)):
-                    return
+        mappings: dict[int, array[int]] = collections.defaultdict(lambda: array("q"))
+        for number, worker in enumerate(owners, 1):
+            entry = made.next(worker)
+            if entry is None:  # larger than DETAIL_MAX_FRAME: left out alone
+                continue
+            size, line, added = entry
+            if not self._room_for(size):
+                return
+            mapping = mappings[worker]
+            mapping.extend([index.setdefault(text, len(index)) for text in added])
+            if not self._kept(number, remapped(line, mapping)):
+                return
+
+    def share_stream(self, shares: HeldShares) -> ShareStream:
+        """The reading workers' detail lines of their shares (`share_details`), as many
+        asked at once as the budget may take (the workers make them while this process does
+        something else), for `add_share_details`."""
+        pieces = self.budget // max(shares.count, 1) // DETAIL_PIECE_BYTES + 1
+        return shares.stream(share_details, DETAIL_PIECE_BYTES, ahead=max(2, min(pieces, DETAIL_PIECES_AHEAD)))
 
     def _room_for(self, size: int) -> bool:
         """Whether a message of `size` bytes may still fit: its bytes alone, in base64."""
@@ -369,21 +379,26 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
         packets.base_time = capture.start
     topics: Topics | None
     if capture.workers_find_facts():
-        # The reading workers find the bodies' facts and count the topics meanwhile; where
-        # they hold their shares, they make the page's trees too. The list's rows (whose
-        # strings follow the trees' in the table) are made here while they make the tables
-        # the detectors read; the detectors add no string.
-        shares = capture.held_shares()
-        if shares is not None:
-            packets.add_share_details(shares)
-        else:
-            for message in capture.message_list:
-                if not packets.add_detail(message, None):
-                    break
-        _add_rows(packets, capture)
+        # The reading workers find the bodies' facts and count the topics while the
+        # messages are made here, then make the tables the detectors read; where they hold
+        # their shares, they then lay out the page's trees while the detectors run here. The
+        # list's rows, whose strings follow the trees' in the table, come last.
+        messages = capture.message_list
         evidence = findings_module.Evidence(capture, thresholds or Thresholds(), None)
         topics = capture.workers_topics()
-        found = findings_module.run_detectors(evidence)
+        shares = capture.held_shares()
+        if shares is None:
+            found = findings_module.run_detectors(evidence)
+            for message in messages:
+                if not packets.add_detail(message, None):
+                    break
+        else:
+            for name in findings_module.TABLES_READ:  # asked for before the trees, which come after them
+                evidence.table(name)
+            with packets.share_stream(shares) as made:
+                found = findings_module.run_detectors(evidence)
+                packets.add_share_details(shares.owners().tolist(), made)
+        _add_rows(packets, capture)
     else:  # one pass over the bodies here: the facts, the page's trees, the topics' values
         topics = Topics()
         evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail,
