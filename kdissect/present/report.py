@@ -33,7 +33,7 @@ import re
 import sys
 import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from importlib import resources
@@ -295,29 +295,50 @@ class PacketData:
         self.details[number] = line
         return True
 
-    def add_row(self, message: Message) -> None:
-        columns, strings = self.columns, self.strings
-        connection = message.frame.connection
-        ends = self.addresses.get(connection.index)
-        if ends is None:
-            ends = self.addresses[connection.index] = (
-                strings(format_address(connection.client)), strings(format_address(connection.server)))
-        src, dst = ends if message.is_request else (ends[1], ends[0])
-        notes = message.all_notes() if message.notes or message.frame.notes else ()
-        latency = message.latency
-        kind = "Request" if message.is_request else "Response"
-        label = f"{message.api_name} v{message.api_version}" if message.api_key is not None \
-            else REQUEST_MISSING
-        for name, value in (
-            ("n", message.number), ("t", round(message.time - self.base_time, 6)),
-            ("s", src), ("d", dst), ("p", strings(f"{label} {kind}")),
-            ("c", message.correlation_id), ("i", strings(message.client_id)),
-            ("l", None if latency is None else round(latency * 1000.0, 3)),
-            ("k", strings("; ".join(n.message for n in notes)) if notes else -1),
-            ("w", max((int(n.severity) for n in notes), default=-1)),
-            ("x", 1 if message.number in self.details else 0),
-        ):
-            columns[name].append(value)
+    def add_rows(self, messages: Iterable[Message]) -> None:
+        """A row of the list for each message, column by column (`columns`: number, time,
+        source, destination, label, correlation id, client id, latency, notes, their
+        severity, whether the page holds its details), strings in the string table in the
+        order the rows name them."""
+        strings, details, base = self.strings, self.details, self.base_time
+        numbers, times, sources, destinations, labels, correlations, clients, latencies, notes_, severities, shown = (
+            self.columns[name] for name in "ntsdpcilkwx")
+        ends_of, addresses = {}, self.addresses
+        labels_of: dict[tuple[int | None, int | None, bool], int] = {}  # the API's name is its key's
+        for message in messages:
+            connection = message.frame.connection
+            ends = ends_of.get(connection.index)
+            if ends is None:
+                ends = addresses.get(connection.index)
+                if ends is None:
+                    ends = addresses[connection.index] = (
+                        strings(format_address(connection.client)), strings(format_address(connection.server)))
+                ends_of[connection.index] = ends
+            request = message.is_request
+            key = (message.api_key, message.api_version, request)
+            label = labels_of.get(key)
+            if label is None:
+                kind = "Request" if request else "Response"
+                label = labels_of[key] = strings(f"{message.api_name} v{message.api_version} {kind}"
+                                                 if message.api_key is not None else f"{REQUEST_MISSING} {kind}")
+            number = message.number
+            numbers.append(number)
+            times.append(round(message.time - base, 6))
+            sources.append(ends[0] if request else ends[1])
+            destinations.append(ends[1] if request else ends[0])
+            labels.append(label)
+            correlations.append(message.correlation_id)
+            clients.append(strings(message.client_id))
+            latency = message.latency
+            latencies.append(None if latency is None else round(latency * 1000.0, 3))
+            if message.notes or message.frame.notes:
+                notes = message.all_notes()
+                notes_.append(strings("; ".join(n.message for n in notes)) if notes else -1)
+                severities.append(max((int(n.severity) for n in notes), default=-1))
+            else:
+                notes_.append(-1)
+                severities.append(-1)
+            shown.append(1 if number in details else 0)
 
     def detail_lines(self) -> str:
         return "\n".join(self.details.get(n, "") for n in self.columns["n"])
@@ -419,8 +440,7 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
 
 
 def _add_rows(packets: PacketData, capture: Capture) -> None:
-    for message in capture.message_list:
-        packets.add_row(message)
+    packets.add_rows(capture.message_list)
 
 
 def _capture_name(capture: Capture) -> str:
