@@ -303,7 +303,8 @@ class PacketData:
         strings, details, base = self.strings, self.details, self.base_time
         numbers, times, sources, destinations, labels, correlations, clients, latencies, notes_, severities, shown = (
             self.columns[name] for name in "ntsdpcilkwx")
-        ends_of, addresses = {}, self.addresses
+        ends_of: dict[int, tuple[int, int]] = {}
+        addresses = self.addresses
         labels_of: dict[tuple[int | None, int | None, bool], int] = {}  # the API's name is its key's
         for message in messages:
             connection = message.frame.connection
