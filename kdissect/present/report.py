@@ -303,18 +303,14 @@ class PacketData:
         strings, details, base = self.strings, self.details, self.base_time
         numbers, times, sources, destinations, labels, correlations, clients, latencies, notes_, severities, shown = (
             self.columns[name] for name in "ntsdpcilkwx")
-        ends_of: dict[int, tuple[int, int]] = {}
         addresses = self.addresses
         labels_of: dict[tuple[int | None, int | None, bool], int] = {}  # the API's name is its key's
         for message in messages:
             connection = message.frame.connection
-            ends = ends_of.get(connection.index)
+            ends = addresses.get(connection.index)
             if ends is None:
-                ends = addresses.get(connection.index)
-                if ends is None:
-                    ends = addresses[connection.index] = (
-                        strings(format_address(connection.client)), strings(format_address(connection.server)))
-                ends_of[connection.index] = ends
+                ends = addresses[connection.index] = (
+                    strings(format_address(connection.client)), strings(format_address(connection.server)))
             request = message.is_request
             key = (message.api_key, message.api_version, request)
             label = labels_of.get(key)
