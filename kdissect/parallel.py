@@ -216,6 +216,9 @@ _REPLIES = frozenset({"held", "held_end", "answer", "failed"})  # what such a wo
 _waiting: Callable[[], None] | None = None  # in such a worker while it makes its parts: `serve_waiting`
 
 
+PAUSE_EVERY = 4096  # messages of a long pass over a held share between two calls of `serve_waiting`
+
+
 def serve_waiting() -> None:
     """In a worker making its parts over a held share (`read_to_come`'s `finish`): answer now
     what the parent has asked meanwhile (its frames, a table), rather than after the last

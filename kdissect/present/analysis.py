@@ -818,7 +818,6 @@ def _api_frames(messages: list[Message], specs: Sequence[TableSpec]) -> dict[str
     return dict(api_frames_made(messages, specs))
 
 
-PAUSE_EVERY = 4096  # messages of the per-API pass between two calls of its `pause`
 
 
 def api_frames_made(messages: list[Message], specs: Sequence[TableSpec] | None = None,
@@ -826,8 +825,10 @@ def api_frames_made(messages: list[Message], specs: Sequence[TableSpec] | None =
     """`_api_frames` (of every per-API table by default), each table yielded with its name
     as soon as it is made, in the order of `specs`: once the pass is over, a reading
     worker sends one table while it makes the next (`parallel_tables.api_tables`).
-    `pause`, when given, is called every `PAUSE_EVERY` messages of the pass (there a
+    `pause`, when given, is called every `parallel.PAUSE_EVERY` messages of the pass (there a
     reading worker answers what it was asked meanwhile: `parallel.serve_waiting`)."""
+    from kdissect.parallel import PAUSE_EVERY
+
     specs = list(TABLES.values()) if specs is None else specs
     gathered = [_Gathered(spec) for spec in specs]
     # Which tables a message feeds depends on its API, version and direction only.

@@ -257,9 +257,9 @@ def body_facts_of(messages: Iterable[Message], on_tree: TreeVisitor | None = Non
     """Facts from one pass over every message's body (see `BodyFacts`): its flat values
     where the fast path takes it and they hold every fact (no notes then), else the
     interpreter's tree with its notes. `on_tree` and `on_values` see each message, as
-    `find` and `Evidence` say. `pause`, when given, is called every `PAUSE_EVERY` messages
+    `find` and `Evidence` say. `pause`, when given, is called every `parallel.PAUSE_EVERY` messages
     (a reading worker answers there what it was asked: `parallel.serve_waiting`)."""
-    from kdissect.present.analysis import PAUSE_EVERY
+    from kdissect.parallel import PAUSE_EVERY
 
     facts = BodyFacts()
     visitor = on_tree
