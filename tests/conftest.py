@@ -29,6 +29,17 @@ def shipped_captures() -> Path:
     return CAPTURES
 
 
+@pytest.fixture(scope="session")
+def many(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Half a megabyte of real exchanges (the shipped captures') over 64 interleaved
+    connections, for what several jobs do; read, never written."""
+    from benchmarks.make_capture import build
+
+    out = tmp_path_factory.mktemp("many") / "many.pcap"
+    build(out, 0.5, "mixed", sources=sorted(CAPTURES.glob("*.pcap")))
+    return str(out)
+
+
 def missing(reason: str) -> NoReturn:
     """Something outside the repository is absent: skip on a developer's machine, fail in CI.
 

@@ -45,14 +45,6 @@ def every_capture() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def many(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Half a megabyte of real exchanges over 64 interleaved connections."""
-    out = tmp_path_factory.mktemp("jobs") / "many.pcap"
-    build(out, 0.5, "mixed", sources=SHIPPED)
-    return str(out)
-
-
-@pytest.fixture(scope="module")
 def lossy(many: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """`many` with every 29th packet lost: holes, connections without SYN or FIN."""
     out = tmp_path_factory.mktemp("jobs") / "lossy.pcap"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.make_capture import build
 from kdissect.cli import main
 from kdissect.present import progress
 from kdissect.present.progress import Progress
@@ -24,14 +23,6 @@ class Terminal(io.StringIO):
 
     def isatty(self) -> bool:
         return True
-
-
-@pytest.fixture(scope="module")
-def many(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Half a megabyte of real exchanges over 64 interleaved connections."""
-    out = tmp_path_factory.mktemp("jobs_progress") / "many.pcap"
-    build(out, 0.5, "mixed", sources=SHIPPED)
-    return str(out)
 
 
 @pytest.fixture

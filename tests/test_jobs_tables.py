@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.make_capture import build
 from kdissect.ingest.capture import CaptureError
 from kdissect.pair.message import Message
 from kdissect.parallel import (
@@ -39,14 +38,6 @@ from tests.test_jobs import drop_packets
 
 SHIPPED = sorted(CAPTURES.glob("*.pcap"))
 FUZZ_REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
-
-
-@pytest.fixture(scope="module")
-def many(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Half a megabyte of real exchanges over 64 interleaved connections."""
-    out = tmp_path_factory.mktemp("jobs_tables") / "many.pcap"
-    build(out, 0.5, "mixed", sources=SHIPPED)
-    return str(out)
 
 
 def same_api_tables(one: object, two: object) -> None:

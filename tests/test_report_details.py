@@ -11,21 +11,9 @@ from array import array
 import pandas as pd
 import pytest
 
-from benchmarks.make_capture import build
 from kdissect.present import report
 from kdissect.present.analysis import read_pcap
 from kdissect.present.report import build_report, share_details
-from tests.conftest import CAPTURES
-
-SHIPPED = sorted(CAPTURES.glob("*.pcap"))
-
-
-@pytest.fixture(scope="module")
-def many(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Half a megabyte of real exchanges over 64 interleaved connections."""
-    out = tmp_path_factory.mktemp("report_details") / "many.pcap"
-    build(out, 0.5, "mixed", sources=SHIPPED)
-    return str(out)
 
 
 @pytest.fixture(scope="module")
