@@ -818,8 +818,6 @@ def _api_frames(messages: list[Message], specs: Sequence[TableSpec]) -> dict[str
     return dict(api_frames_made(messages, specs))
 
 
-
-
 def api_frames_made(messages: list[Message], specs: Sequence[TableSpec] | None = None,
                     pause: Callable[[], None] | None = None) -> Iterator[tuple[str, pd.DataFrame]]:
     """`_api_frames` (of every per-API table by default), each table yielded with its name

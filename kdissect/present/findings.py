@@ -257,8 +257,8 @@ def body_facts_of(messages: Iterable[Message], on_tree: TreeVisitor | None = Non
     """Facts from one pass over every message's body (see `BodyFacts`): its flat values
     where the fast path takes it and they hold every fact (no notes then), else the
     interpreter's tree with its notes. `on_tree` and `on_values` see each message, as
-    `find` and `Evidence` say. `pause`, when given, is called every `parallel.PAUSE_EVERY` messages
-    (a reading worker answers there what it was asked: `parallel.serve_waiting`)."""
+    `find` and `Evidence` say. `pause`, when given, is called every `parallel.PAUSE_EVERY`
+    messages (a reading worker answers there what it was asked: `parallel.serve_waiting`)."""
     from kdissect.parallel import PAUSE_EVERY
 
     facts = BodyFacts()
@@ -810,9 +810,9 @@ def voter_lags(capture: Capture) -> list[dict[str, Any]]:
     """Each voter's lag in each DescribeQuorum answer, by Kafka's definition: the leader's
     log end offset minus the replica's. The leader itself has lag 0; an answer without a
     known leader gives no lags."""
-    replicas = rows(table_read(capture, "quorum_replicas"), ("time", "number", "topic_name", "partition_index", "role",
-                                               "replica_id", "log_end_offset", "leader_id",
-                                               "leader_epoch"))
+    replicas = rows(table_read(capture, "quorum_replicas"), (
+        "time", "number", "topic_name", "partition_index", "role", "replica_id", "log_end_offset", "leader_id",
+        "leader_epoch"))
     lags = []
     for group in grouped(replicas, "number", "topic_name", "partition_index").values():
         leader_end = next((r["log_end_offset"] for r in group if r["role"] == "leader"), None)

@@ -341,7 +341,9 @@ class ShareStream:
     worker's entries one by one, in order. The first `ahead` pieces are asked of each
     worker at once, and from then on AHEAD are asked before they are needed, so that the
     workers make them while this process does something else or takes the last ones;
-    those never taken are let go when the stream is closed (a `with` block)."""
+    those never taken are let go when the stream is closed (a `with` block). A worker
+    answers in the order asked, on one pipe: while the stream is open nothing else is
+    asked of the workers (a table, their frames: the report takes the messages first)."""
 
     AHEAD = 2
 

@@ -416,13 +416,13 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
             with packets.share_stream(shares) as made:
                 found = findings_module.run_detectors(evidence)
                 packets.add_share_details(shares.owners().tolist(), made)
-        _add_rows(packets, capture)
+        packets.add_rows(capture.message_list)
     else:  # one pass over the bodies here: the facts, the page's trees, the topics' values
         topics = Topics()
         evidence = findings_module.Evidence(capture, thresholds or Thresholds(), packets.add_detail,
                                             topics.add_message)
         found = findings_module.run_detectors(evidence)
-        _add_rows(packets, capture)
+        packets.add_rows(capture.message_list)
     if topics is None:  # the workers' counts could not be merged, or their facts not used
         topics = Topics().add_messages(capture.message_list)
     page_data = {"strings": packets.strings.table(), "columns": packets.columns,
@@ -434,10 +434,6 @@ def _build(capture: Capture, thresholds: Thresholds | None, detail_budget: int) 
         _packets_section(),
     ]
     return _page(capture, "".join(sections), page_data, packets.detail_lines())
-
-
-def _add_rows(packets: PacketData, capture: Capture) -> None:
-    packets.add_rows(capture.message_list)
 
 
 def _capture_name(capture: Capture) -> str:
