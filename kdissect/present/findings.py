@@ -157,6 +157,8 @@ def find(capture: Capture, thresholds: Thresholds | None = None,
 def run_detectors(evidence: Evidence) -> list[Finding]:
     if evidence.has_visitor:
         evidence.body_facts  # noqa: B018 -- the one pass that shows the visitor every tree
+    else:  # from the messages alone: made while the reading workers, if any, find the facts
+        evidence.exchanges  # noqa: B018
     found: list[Finding] = []
     for run in DETECTORS.values():
         found.extend(run(evidence))
