@@ -136,3 +136,18 @@ def test_the_findings_workers_make_only_the_tables_the_detectors_read(many: str)
     for name in TABLES:
         pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=name)
     assert two._workers.processes == []
+
+
+def _failing_details(share: list, first: bool, piece_bytes: int) -> list:
+    raise ValueError("cannot lay out this tree")
+
+
+def test_a_worker_that_fails_the_trees_ends_the_page_with_its_error(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Said, not waited for: the workers stop, and the error names the worker and why."""
+    from kdissect.parallel import WorkerError
+
+    monkeypatch.setattr(report, "share_details", _failing_details)
+    two = read_pcap(many, jobs=2, findings=True)
+    with pytest.raises(WorkerError, match=r"worker \d failed: ValueError: cannot lay out this tree"):
+        build_report(two)
+    assert not two._workers.early.answering()  # stopped
