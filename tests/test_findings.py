@@ -253,6 +253,21 @@ def test_lost_bytes_make_a_gap_finding_with_the_bytes_counted(tmp_path):
     assert gap.details["lost_bytes"] == 1000 and gap.severity is Severity.MEDIUM
 
 
+def test_a_capture_without_kafka_says_so_at_its_first_packet(tmp_path):
+    """Not a damaged file: the finding names the ports seen and `--port`, placed at the
+    capture's first packet (the listing's time 0), not before it."""
+    talk = Conversation.between(("10.0.0.2", 40001), ("10.0.0.1", 80))
+    talk.handshake()
+    talk.send(True, b"GET / HTTP/1.1\r\nHost: example\r\n\r\n")
+    capture = kdissect.read_pcap(crafted(tmp_path, talk))
+    found = F.find(capture)
+    assert [f.id for f in found] == ["capture.no_kafka"]
+    [none] = found
+    assert "port 80" in none.summary and "--port" in none.summary
+    assert none.first_time == none.last_time == capture.start == 1_700_000_000.0
+    assert "0.000s..0.000s" in F.render_text(found, capture.start)
+
+
 def test_a_request_shown_at_the_hold_limit_and_never_answered_is_unanswered(tmp_path):
     """A request released before the capture ends (no answer within the hold limit) and
     never answered after is a `traffic.unanswered` finding, as one still held at the end."""

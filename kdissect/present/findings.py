@@ -600,11 +600,18 @@ _UNDECRYPTED = frozenset({"tls.no_keys", "tls.not_decrypted", "tls.unsupported"}
 
 @detector("capture.problems")
 def capture_problems(evidence: Evidence) -> Iterator[Finding]:
-    """TLS on a Kafka port, cut or corrupt capture files (not tied to a message)."""
-    tls = [p.message for p in evidence.capture.problems if p.id in _UNDECRYPTED]
-    other = [p.message for p in evidence.capture.problems if p.id not in _UNDECRYPTED]
+    """No Kafka found, TLS on a Kafka port, cut or corrupt capture files (not tied to a
+    message). Without messages they are placed at the capture's first packet."""
+    problems = evidence.capture.problems
+    tls = [p.message for p in problems if p.id in _UNDECRYPTED]
+    none_found = [p.message for p in problems if p.id == "kafka.none_found"]
+    other = [p.message for p in problems if p.id not in _UNDECRYPTED and p.id != "kafka.none_found"]
     messages = evidence.capture.message_list
-    start, end = (messages[0].time, messages[-1].time) if messages else (0.0, 0.0)
+    first = evidence.capture.start or 0.0
+    start, end = (messages[0].time, messages[-1].time) if messages else (first, first)
+    if none_found:  # nothing else can be said of such a capture: said first
+        yield Finding("capture.no_kafka", Severity.MEDIUM, printable(none_found[0]), start, end, len(none_found),
+                      (), None, {"problems": [printable(t) for t in none_found]})
     if tls:
         yield Finding("capture.tls", Severity.MEDIUM,
                       f"TLS on a Kafka port: {plural(len(tls), 'connection')} cannot be decoded",
