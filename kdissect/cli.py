@@ -7,6 +7,7 @@ import codecs
 import contextlib
 import errno
 import functools
+import heapq
 import io
 import json
 import os
@@ -1286,13 +1287,14 @@ class _StatsSink(_Sink):
         # --interval needs the answers' errors, not the topics; --top alone no body but those
         # of the slowest answers, which its lines decode
         bodies, topics = bool(args.stats or args.interval), bool(args.stats)
-        self.statistics = Statistics(interval=args.interval, top=args.top or 0, bodies=bodies, topics=topics)
+        self.statistics = Statistics(interval=args.interval, top=args.top or 0, bodies=bodies, topics=topics,
+                                     counts=bodies)
         self.clocks: list[CaptureClock] = []
-        # With --jobs, the workers decode the bodies and the merge counts light messages, but for
-        # --top alone (which decodes only the slowest answers) and under a filter or --api (which
-        # read the whole messages here)
-        if bodies and not args.filter and args.api is None:
-            self.prepare = _StatsFacts(bodies, topics)
+        # With --jobs, the workers decode the bodies (for --top alone, only those of the answers
+        # that may be among the slowest) and the merge counts light messages, but under a
+        # filter or --api (which read the whole messages here)
+        if (bodies or args.top) and not args.filter and args.api is None:
+            self.prepare = _StatsFacts(bodies, topics, 0 if bodies else args.top)
 
     def begin(self, clock: CaptureClock) -> None:
         self.clocks.append(clock)
@@ -1325,21 +1327,40 @@ class _StatsSink(_Sink):
 
 
 class _StatsFacts:
-    """What a worker process reads of each message for --stats and --interval
+    """What a worker process reads of each message for --stats, --interval and --top
     (`stats.message_facts`: plain values), so that the merge counts light messages
-    (`kdissect.light`) and decodes no body."""
+    (`kdissect.light`) and decodes no body.
+
+    For --top alone (`top`, without `bodies`) nothing is counted: only the answers --top may
+    show have facts (the others `stats.NOT_RANKED`), their errors decoded: those among the
+    `top` slowest of the worker's share so far, ranked as --top ranks them (its latency in
+    ms, then the earlier first: the worker's numbers keep the capture's order). An answer
+    that is not so, when its worker reads it, has `top` slower answers before it in the
+    worker alone, so it is not among the capture's."""
 
     light = True  # the merge reads nothing else of a message
     warm_up = True  # the facts decode the bodies (`kdissect.parallel.warm`)
     preload = ("kdissect.present.stats", "kdissect.decode.values")
 
-    def __init__(self, bodies: bool, topics: bool) -> None:
-        self.bodies, self.topics = bodies, topics
+    def __init__(self, bodies: bool, topics: bool, top: int = 0) -> None:
+        self.bodies, self.topics, self.top = bodies, topics, top
+        self.slowest: list[tuple[float, int]] = []  # the share's `top` slowest answers so far, a min-heap
 
     def __call__(self, message: Message) -> tuple[Any, ...]:
-        from kdissect.present.stats import message_facts
+        from kdissect.present.stats import NOT_RANKED, message_facts
 
-        return message_facts(message, bodies=self.bodies, topics=self.topics)
+        if not self.top:
+            return message_facts(message, bodies=self.bodies, topics=self.topics)
+        if message.is_request or (latency := message.latency) is None:
+            return NOT_RANKED
+        item = (latency * 1000.0, -message.number)
+        if len(self.slowest) < self.top:
+            heapq.heappush(self.slowest, item)
+        elif item > self.slowest[0]:
+            heapq.heapreplace(self.slowest, item)
+        else:
+            return NOT_RANKED
+        return message_facts(message, bodies=True, topics=False)
 
 
 def tree_text(message: Message, *, wide: bool) -> str:

@@ -130,12 +130,15 @@ def test_the_workers_change_marks_name_messages_by_the_captures_numbers(
     ("--stats",),
     ("--stats", "--interval", "0.5s", "--top", "7", "-T", "json"),
     ("--interval", "100ms", "-c", "500"),
+    ("--top", "9"),
+    ("--top", "1", "-T", "json"),
 ], ids=" ".join)
 def test_statistics_are_counted_from_what_the_workers_read(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, every_capture: list[str],
         many: str, lossy: str, options: tuple[str, ...]) -> None:
     """--stats and --interval: the workers decode the bodies and send what the statistics
-    count of each message; the merge counts light messages, never a whole one."""
+    count of each message; the merge counts light messages, never a whole one. --top alone:
+    the workers send only the answers that may be among the slowest, their errors decoded."""
     from kdissect.present.stats import Statistics
 
     one = [run(capsys, "--jobs", "1", *options, *paths) for paths in (every_capture, [many], [lossy])]

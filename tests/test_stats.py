@@ -7,6 +7,7 @@ from kdissect.ingest.framing import Direction
 from kdissect.pair.message import message_from_frame
 from kdissect.pair.pairing import pair_messages
 from kdissect.present.stats import WRAP, ApiStats, Statistics
+from tests.conftest import CAPTURES
 from tests.test_pairing import frame, request_bytes, response_bytes
 
 
@@ -62,3 +63,18 @@ def test_files_read_each_on_its_own_keep_their_connections_apart(capsys) -> None
         together = json.loads(capsys.readouterr().out)["connections"]
         assert [{k: v for k, v in c.items() if k != "file"} for c in together] == alone[0] + alone[1]
         assert [c["file"] for c in together] == [files[0]] * len(alone[0]) + [files[1]] * len(alone[1])
+
+
+def test_top_alone_ranks_the_slowest_and_counts_nothing_else() -> None:
+    """--top alone: the lines of the slowest answers as with every table counted, and no
+    table counted (nothing else is shown)."""
+    from kdissect.present.analysis import read_pcap
+
+    messages = read_pcap(CAPTURES / "incident.pcap", jobs=1).message_list
+    counted, ranked = Statistics(top=4, bodies=False), Statistics(top=4, bodies=False, counts=False)
+    for message in messages:
+        counted.add(message)
+        ranked.add(message)
+    assert ranked.render(full=False) == counted.render(full=False)
+    assert "1503.525 ms" in ranked.render(full=False)
+    assert counted.apis and not ranked.apis and not ranked.connections

@@ -92,15 +92,19 @@ class Slow:
     message: Message = field(compare=False)
 
 
+NOT_RANKED = ("",)  # a worker's facts of a message --top alone cannot show (`cli._StatsFacts`)
+
+
 class Statistics:
     """Every table; with `topics=False` no topic table (so no Produce request is decoded:
     enough for --interval); with `bodies=False` also no error counts, only what the
-    message headers say, latencies, counts and bytes (enough for --top alone, whose lines
-    decode their own few answers' errors)."""
+    message headers say, latencies, counts and bytes; with `counts=False` nothing but the
+    `top` slowest answers (--top alone, whose lines decode their own few answers' errors)."""
 
     def __init__(self, interval: float | None = None, top: int = 0, *, bodies: bool = True,
-                 topics: bool = True) -> None:
+                 topics: bool = True, counts: bool = True) -> None:
         self.bodies = bodies
+        self.counts = counts
         self.with_topics = bodies and topics
         self.apis: dict[tuple[str, int | None], ApiStats] = {}
         self.clients: dict[str | None, ClientStats] = {}
@@ -119,13 +123,23 @@ class Statistics:
             self.start = start
 
     def add(self, message: Message) -> None:
+        if not self.counts:
+            if not message.is_request and (latency := message.latency) is not None:
+                self._rank(message, latency * 1000.0)
+            return
         facts = message_facts(message, bodies=self.bodies, topics=self.with_topics)
         self._count(message, facts, len(message.frame.data), message.time, message)
 
-    def add_light(self, light: Light, facts: MessageFacts) -> None:
+    def add_light(self, light: Light, facts: MessageFacts | tuple[str]) -> None:
         """A message of a merge of `--jobs` (`kdissect.light.Light`), counted as `add` counts
         it from what its worker read of it (`message_facts`, made with this one's `bodies`
-        and `topics`)."""
+        and `topics`; without `counts`, only for the answers that may be among the slowest,
+        `NOT_RANKED` for the others: `cli._StatsFacts`)."""
+        if not self.counts:
+            if len(facts) > 1 and facts[4] is not None and self._ranks(light.number, facts[4] * 1000.0):
+                self._rank(_Answered(light, facts), facts[4] * 1000.0)  # type: ignore[arg-type]
+            return
+        assert len(facts) > 1
         answered = _Answered(light, facts) if self.top and facts[4] is not None else None
         self._count(light, facts, light.size, light.last_ns / 1e9, answered)  # (as `Message.time`)
 
@@ -176,13 +190,22 @@ class Statistics:
                 bucket.latency.add(latency * 1000.0)
 
     def _rank(self, message: Message, milliseconds: float) -> None:
-        if not self.top:
+        if not self.top or not self._ranks(message.number, milliseconds):
             return
         item = Slow(milliseconds, -message.number, message)  # ties: the earlier one ranks higher
         if len(self.slowest) < self.top:
             heapq.heappush(self.slowest, item)
-        elif item > self.slowest[0]:
+        else:
             heapq.heapreplace(self.slowest, item)
+
+    def _ranks(self, number: int, milliseconds: float) -> bool:
+        """Whether an answer of `milliseconds`, message `number`, is among the slowest so far."""
+        if not self.top:
+            return False
+        if len(self.slowest) < self.top:
+            return True
+        slowest = self.slowest[0]
+        return (milliseconds, -number) > (slowest.latency_ms, slowest.number)
 
     def _bucket(self, time: float) -> Bucket | None:
         """The bucket of a message of capture time `time` (seconds since the epoch)."""
