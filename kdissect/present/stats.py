@@ -92,6 +92,7 @@ class Slow:
     message: Message = field(compare=False)
 
 
+_NO_ERRORS: Counter[str] = Counter()  # a response's errors when it has none (never changed)
 NOT_RANKED = ("",)  # a worker's facts of a message --top alone cannot show (`cli._StatsFacts`)
 
 
@@ -147,7 +148,9 @@ class Statistics:
         """A message counted from its facts (`message_facts`): `ranked` is what --top keeps
         of a response."""
         name, version, _key, client_id, latency, errors, topic = facts
-        api = self.apis.setdefault((name or REQUEST_MISSING, version), ApiStats())
+        api = self.apis.get(key := (name or REQUEST_MISSING, version))
+        if api is None:  # (not setdefault: its default would be made for every message)
+            api = self.apis[key] = ApiStats()
         connection = self._connection(message)  # type: ignore[arg-type]
         bucket = self._bucket(time)
         self.topics.add_facts(topic)
@@ -166,13 +169,16 @@ class Statistics:
         api.responses += 1
         api.response_bytes += size
         connection.responses += 1
-        self._response(api, bucket, client_id, None if errors is None else Counter(dict(errors)), latency, ranked)
+        self._response(api, bucket, client_id, None if errors is None else Counter(dict(errors)) if errors else _NO_ERRORS,
+                       latency, ranked)
 
     def _response(self, api: ApiStats, bucket: Bucket | None, client_id: str | None,
                   errors: Counter[str] | None, latency: float | None, message: Any) -> None:
         """A response counted: its request's client id, its errors (None: not decoded), its
         latency in seconds (None: unanswered); `message` ranked by it for --top."""
-        client = self.clients.setdefault(client_id, ClientStats())
+        client = self.clients.get(client_id)
+        if client is None:
+            client = self.clients[client_id] = ClientStats()
         client.exchanges += 1
         if errors is not None:
             api.decoded = True
