@@ -220,7 +220,10 @@ class Statistics:
         start = time if self.start is None else self.start
         self.start = start
         index = max(int((time - start) // self.interval), 0)
-        return self.buckets.setdefault(index, Bucket())
+        bucket = self.buckets.get(index)
+        if bucket is None:
+            bucket = self.buckets[index] = Bucket()
+        return bucket
 
     def new_capture(self, name: str) -> None:
         """Files read each as a capture of their own (--separate) start again at stream 0:
