@@ -7,7 +7,6 @@ import codecs
 import contextlib
 import errno
 import functools
-import heapq
 import io
 import json
 import os
@@ -1347,18 +1346,12 @@ class _StatsFacts:
         self.slowest: list[tuple[float, int]] = []  # the share's `top` slowest answers so far, a min-heap
 
     def __call__(self, message: Message) -> tuple[Any, ...]:
-        from kdissect.present.stats import NOT_RANKED, message_facts
+        from kdissect.present.stats import NOT_RANKED, kept_among, message_facts
 
         if not self.top:
             return message_facts(message, bodies=self.bodies, topics=self.topics)
-        if message.is_request or (latency := message.latency) is None:
-            return NOT_RANKED
-        item = (latency * 1000.0, -message.number)
-        if len(self.slowest) < self.top:
-            heapq.heappush(self.slowest, item)
-        elif item > self.slowest[0]:
-            heapq.heapreplace(self.slowest, item)
-        else:
+        if message.is_request or (latency := message.latency) is None \
+                or not kept_among(self.slowest, self.top, (latency * 1000.0, -message.number)):
             return NOT_RANKED
         return message_facts(message, bodies=True, topics=False)
 

@@ -92,6 +92,18 @@ class Slow:
     message: Message = field(compare=False)
 
 
+def kept_among(slowest: list[Any], top: int, item: Any) -> bool:
+    """`item` put in `slowest`, a min-heap of the `top` greatest items so far, when it is one
+    of them now; whether it is."""
+    if len(slowest) < top:
+        heapq.heappush(slowest, item)
+        return True
+    if top and item > slowest[0]:
+        heapq.heapreplace(slowest, item)
+        return True
+    return False
+
+
 _NO_ERRORS: Counter[str] = Counter()  # a response's errors when it has none (never changed)
 NOT_RANKED = ("",)  # a worker's facts of a message --top alone cannot show (`cli._StatsFacts`)
 
@@ -136,8 +148,8 @@ class Statistics:
         it from what its worker read of it (`message_facts`, made with this one's `bodies`
         and `topics`; without `counts`, only for the answers that may be among the slowest,
         `NOT_RANKED` for the others: `cli._StatsFacts`)."""
-        if not self.counts:
-            if len(facts) > 1 and facts[4] is not None and self._ranks(light.number, facts[4] * 1000.0):
+        if not self.counts:  # (few have facts: the slowest of their workers' shares so far)
+            if len(facts) > 1 and facts[4] is not None:
                 self._rank(_Answered(light, facts), facts[4] * 1000.0)  # type: ignore[arg-type]
             return
         assert len(facts) > 1
@@ -196,22 +208,8 @@ class Statistics:
                 bucket.latency.add(latency * 1000.0)
 
     def _rank(self, message: Message, milliseconds: float) -> None:
-        if not self.top or not self._ranks(message.number, milliseconds):
-            return
-        item = Slow(milliseconds, -message.number, message)  # ties: the earlier one ranks higher
-        if len(self.slowest) < self.top:
-            heapq.heappush(self.slowest, item)
-        else:
-            heapq.heapreplace(self.slowest, item)
-
-    def _ranks(self, number: int, milliseconds: float) -> bool:
-        """Whether an answer of `milliseconds`, message `number`, is among the slowest so far."""
-        if not self.top:
-            return False
-        if len(self.slowest) < self.top:
-            return True
-        slowest = self.slowest[0]
-        return (milliseconds, -number) > (slowest.latency_ms, slowest.number)
+        if self.top:  # ties: the earlier one ranks higher
+            kept_among(self.slowest, self.top, Slow(milliseconds, -message.number, message))
 
     def _bucket(self, time: float) -> Bucket | None:
         """The bucket of a message of capture time `time` (seconds since the epoch)."""
