@@ -501,20 +501,21 @@ class Finished:
         """`request` to `worker`, whose answer (by `read_to_come`'s `answer` over its share)
         `answer` waits for; a worker answers its requests in the order asked. A failure
         stops every worker, and raises."""
-        try:
+        with self._failure_stops():
             self.team.ask(worker, ("ask", request))
-        except KeyboardInterrupt:
-            raise
-        except BaseException:
-            self.team.stop()
-            raise
 
     def answer(self, worker: int) -> Any:
         """The answer `worker` gives to the first of its requests not yet answered here,
         waited for (interrupted, the wait loses nothing: asked again, it goes on). A
         failure stops every worker, and raises."""
-        try:
+        with self._failure_stops():
             return self.team.reply(worker)[1]
+
+    @contextlib.contextmanager
+    def _failure_stops(self) -> Iterator[None]:
+        """A failure stops every worker; an interrupt (Ctrl-C in a notebook) does not."""
+        try:
+            yield
         except KeyboardInterrupt:
             raise
         except BaseException:
