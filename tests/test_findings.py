@@ -233,6 +233,53 @@ def test_a_registered_detector_slots_in(monkeypatch):
     assert the(found, "test.metadata").count == 6
 
 
+def test_detectors_run_without_the_cycle_collector_and_give_it_back(monkeypatch):
+    """The detectors' rows hold no cycles: the collector is kept out while they run, and
+    is as the caller had it afterwards (on, or off)."""
+    import gc
+
+    seen = []
+
+    def collector_state(_evidence: F.Evidence):
+        seen.append(gc.isenabled())
+        return []
+
+    monkeypatch.setitem(F.DETECTORS, "test.collector", collector_state)
+    capture = kdissect.read_pcap(CAPTURES / "quorum_story.pcap")
+    assert gc.isenabled()
+    first = F.find(capture)
+    assert gc.isenabled() and seen == [False]
+    gc.disable()
+    try:
+        again = F.find(capture)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert seen == [False, False] and [f.record() for f in again] == [f.record() for f in first]
+
+
+@pytest.mark.parametrize("command", [["--findings"], ["report", "-o", "page.html"]])
+def test_the_commands_that_keep_every_message_read_without_the_cycle_collector(
+        command, tmp_path, monkeypatch, capsys):
+    import gc
+
+    from kdissect.cli import main
+    from kdissect.present import analysis
+
+    seen = []
+    read = analysis.read_pcap
+
+    def reading(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(analysis, "read_pcap", reading)
+    monkeypatch.chdir(tmp_path)
+    assert main([*command, str(CAPTURES / "quorum_story.pcap")]) == 0
+    capsys.readouterr()
+    assert seen == [False] and gc.isenabled()
+
+
 # -- crafted captures: lost bytes, TLS, malformed bodies ---------------------------------
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kdissect import parallel
-from kdissect.cli import _TextLines, _TextSink, build_parser, main
+from kdissect.cli import _FieldsSink, _StatsSink, _TextLines, _TextSink, build_parser, main
 from kdissect.pipeline import CaptureClock, read_messages
 from kdissect.spool import read_all
 from tests.conftest import CAPTURES
@@ -222,6 +222,31 @@ def test_the_merge_runs_without_the_cycle_collector_only_where_the_workers_make_
         capsys.readouterr()
         assert enabled and set(enabled) == {not paused}, options
         assert gc.isenabled()
+
+
+@pytest.mark.parametrize(("sink", "options", "paused"), [
+    (_StatsSink, ["--stats"], True), (_StatsSink, ["--interval", "1s"], True), (_StatsSink, ["--top", "3"], True),
+    (_FieldsSink, ["-T", "fields", "-e", "api_name"], True),
+    (_StatsSink, ["--stats", "-Y", "api_key == 3"], False)])  # a filter: whole messages, decoded here
+def test_a_light_merge_runs_without_the_cycle_collector_too(
+        sink: Any, options: list[str], paused: bool,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--stats, --interval, --top and -T fields read nothing of a message but what the
+    workers sent (`light`): their merge makes no cycles either."""
+    import gc
+
+    enabled: list[bool] = []
+    write = sink.write
+
+    def noting(self: Any, message: Any, prepared: Any = None) -> None:
+        enabled.append(gc.isenabled())
+        write(self, message, prepared)
+
+    monkeypatch.setattr(sink, "write", noting)
+    assert main(["--jobs", "2", *options, str(CAPTURES / "incident.pcap")]) == 0
+    capsys.readouterr()
+    assert enabled and set(enabled) == {not paused}
+    assert gc.isenabled()
 
 
 @pytest.mark.parametrize("number", [1, 999_999, 1_000_000, 12_345_678])

@@ -791,9 +791,15 @@ def _load(parser: argparse.ArgumentParser, args: argparse.Namespace,
 
 
 def command(argv: list[str]) -> int:
-    """`kdissect report ...` or `kdissect --findings ...`, with the CLI's last line of defence."""
+    """`kdissect report ...` or `kdissect --findings ...`, with the CLI's last line of defence.
+    Both keep every message to the end, and what they make of them holds no cycles: the
+    cycle collector is kept out (`cycle_collection_paused`) until the capture is let go,
+    rather than walking the messages once more after each step that paused it."""
+    from kdissect.decode.values import cycle_collection_paused
+
     try:
-        return report_main(argv[1:]) if argv[:1] == ["report"] else findings_main(argv)
+        with cycle_collection_paused():
+            return report_main(argv[1:]) if argv[:1] == ["report"] else findings_main(argv)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
