@@ -269,3 +269,26 @@ def test_an_unreadable_file_in_an_export_is_named_and_the_rest_written(shipped_c
     printed = exported(tmp_path / "out", str(not_a_capture), str(shipped_captures / "quorum_story.pcap"),
                        status=2)
     assert printed and all("capture=quorum_story.pcap" in line for line in printed)
+
+
+def test_the_export_reads_and_writes_without_the_cycle_collector(
+        shipped_captures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Every message is kept until its tables are written, none in a cycle: the collector
+    is kept out meanwhile, and given back after."""
+    import gc
+
+    from kdissect.cli import main
+    from kdissect.present import export
+
+    seen: list[bool] = []
+    write = export._write
+
+    def writing(*args: object, **kwargs: object) -> bool:
+        seen.append(gc.isenabled())
+        return write(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(export, "_write", writing)
+    assert main(["--export", str(tmp_path / "out"), str(shipped_captures / "quorum_story.pcap")]) == 0
+    assert capsys.readouterr().out.count("part.0.parquet") == len(TABLES)
+    assert seen == [False] and gc.isenabled()
