@@ -100,3 +100,27 @@ def test_some_tables_made_without_the_others_equal_each_table_made_alone():
         kdissect.read_pcap(CAPTURES / "incident.pcap", jobs=1).tables(["no_such_table"])
     one = kdissect.read_pcap(CAPTURES / "quorum_story.pcap", jobs=1).tables("quorum")  # a name, not its letters
     assert list(one) == ["quorum"] and len(one["quorum"]) > 0
+
+
+@pytest.mark.parametrize(("table", "module", "builder"), [
+    ("messages", "kdissect.present.analysis", "_messages_frame"),
+    ("fields", "kdissect.present.analysis", "_fields_frame"),
+    ("records", "kdissect.present.record_tables", "record_columns"),
+    ("batches", "kdissect.present.record_tables", "batch_columns")])
+def test_generic_tables_are_built_without_the_cycle_collector(table, module, builder, monkeypatch):
+    """A table's rows hold no cycles: the collector would only walk them as they pile up."""
+    import gc
+    import importlib
+
+    where = importlib.import_module(module)
+    seen = []
+    build = getattr(where, builder)
+
+    def noting(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(where, builder, noting)
+    capture = kdissect.read_pcap(CAPTURES / "tansu_records.pcap", jobs=1)
+    assert len(getattr(capture, table)) > 0
+    assert seen == [False] and gc.isenabled()

@@ -327,16 +327,18 @@ class Capture:
         """
         from kdissect.present import record_tables as rt
 
-        return self._built("records", rt.RECORD_DTYPES, lambda: typed(
-            rt.record_columns(rt.records_fields(self.message_list)), rt.RECORD_DTYPES), rt.carries_records)
+        with cycle_collection_paused():  # flat values and decoded records: no cycles
+            return self._built("records", rt.RECORD_DTYPES, lambda: typed(
+                rt.record_columns(rt.records_fields(self.message_list)), rt.RECORD_DTYPES), rt.carries_records)
 
     @cached_property
     def batches(self) -> pd.DataFrame:
         """One row per record batch (or legacy message) of every `records` field."""
         from kdissect.present import record_tables as rt
 
-        return self._built("batches", rt.BATCH_DTYPES, lambda: typed(
-            rt.batch_columns(rt.records_fields(self.message_list)), rt.BATCH_DTYPES), rt.carries_records)
+        with cycle_collection_paused():
+            return self._built("batches", rt.BATCH_DTYPES, lambda: typed(
+                rt.batch_columns(rt.records_fields(self.message_list)), rt.BATCH_DTYPES), rt.carries_records)
 
     @property
     def topic_partitions(self) -> pd.DataFrame:
