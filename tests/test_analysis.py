@@ -105,7 +105,7 @@ def test_some_tables_made_without_the_others_equal_each_table_made_alone():
 @pytest.mark.parametrize(("table", "module", "builder"), [
     ("messages", "kdissect.present.analysis", "_messages_frame"),
     ("fields", "kdissect.present.analysis", "_fields_frame"),
-    ("records", "kdissect.present.record_tables", "record_columns"),
+    ("records", "kdissect.present.record_tables", "record_and_batch_columns"),
     ("batches", "kdissect.present.record_tables", "batch_columns")])
 def test_generic_tables_are_built_without_the_cycle_collector(table, module, builder, monkeypatch):
     """A table's rows hold no cycles: the collector would only walk them as they pile up."""
@@ -124,3 +124,29 @@ def test_generic_tables_are_built_without_the_cycle_collector(table, module, bui
     capture = kdissect.read_pcap(CAPTURES / "tansu_records.pcap", jobs=1)
     assert len(getattr(capture, table)) > 0
     assert seen == [False] and gc.isenabled()
+
+
+@pytest.mark.parametrize("first", ["records", "batches"])
+def test_records_and_batches_decode_each_records_field_once_in_either_order(first, monkeypatch):
+    """The records table makes the batches table in the same pass (each `records` field
+    decoded once); asked first, the batches table is made alone, and the records table
+    then makes no second one. Both as each makes them alone."""
+    from kdissect.present import record_tables
+
+    alone = kdissect.read_pcap(CAPTURES / "tansu_records.pcap", jobs=1)
+    expected = {"records": alone.records}
+    expected["batches"] = kdissect.read_pcap(CAPTURES / "tansu_records.pcap", jobs=1).batches
+    decoded = []
+    fields = record_tables.records_fields
+
+    def counting(*args, **kwargs):
+        decoded.append(1)
+        return fields(*args, **kwargs)
+
+    monkeypatch.setattr(record_tables, "records_fields", counting)
+    capture = kdissect.read_pcap(CAPTURES / "tansu_records.pcap", jobs=1)
+    second = "batches" if first == "records" else "records"
+    for name in (first, second):
+        pd.testing.assert_frame_equal(capture.table(name), expected[name])
+    assert len(decoded) == (1 if first == "records" else 2)
+    assert capture._batches_ahead is None  # handed on, not kept twice

@@ -383,3 +383,31 @@ def test_the_fuzzers_captures_give_the_same_tables_with_two_jobs() -> None:
             pd.testing.assert_frame_equal(two.table(name), one.table(name), obj=f"{path}: {name}")
         read += 1
     assert read >= 4
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_table_workers_of_a_script_start_guarded_and_say_why_not_unguarded(tmp_path: Path, guarded: bool) -> None:
+    """Messages made while reading (`lazy=False`) go to table workers once the reading
+    workers' threads are about: started from the fork server, which imports the script.
+    Under the main guard the table comes as one process makes it; without, one clear error
+    (not a bare 'worker died')."""
+    import subprocess
+    import sys
+
+    path = str(CAPTURES / "incident.pcap")
+    body = ("from kdissect import read_pcap\n"
+            "from kdissect.present import parallel_tables\n"
+            "def main():\n"
+            "    parallel_tables.PARALLEL_MESSAGES = 1\n"
+            f"    capture = read_pcap({path!r}, jobs=2, lazy=False)\n"
+            "    print(len(capture.table('messages')), len(capture.table('batches')))\n")
+    script = tmp_path / "tables.py"
+    script.write_text(body + ("if __name__ == '__main__':\n    main()\n" if guarded else "main()\n"))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         check=False, cwd=tmp_path)
+    if guarded:
+        one = read_pcap(path, jobs=1)
+        assert (run.returncode, run.stdout) == (0, f"{len(one.messages)} {len(one.batches)}\n"), run.stderr
+    else:
+        assert run.returncode == 1
+        assert "WorkerError: a script that reads with several jobs must do so under" in run.stderr

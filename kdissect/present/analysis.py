@@ -195,6 +195,8 @@ class Capture:
         self.files = files or ([source] if source else [])
         self.problems = problems or []
         self._api_tables: dict[str, pd.DataFrame] = {}
+        self._batches_ahead: pd.DataFrame | None = None  # made with the records table, not yet asked for
+        self._batches_made = False  # (then the records table is made alone)
 
     @property
     def start(self) -> float | None:
@@ -328,17 +330,32 @@ class Capture:
         from kdissect.present import record_tables as rt
 
         with cycle_collection_paused():  # flat values and decoded records: no cycles
-            return self._built("records", rt.RECORD_DTYPES, lambda: typed(
-                rt.record_columns(rt.records_fields(self.message_list)), rt.RECORD_DTYPES), rt.carries_records)
+            return self._built("records", rt.RECORD_DTYPES, self._records_and_batches, rt.carries_records)
 
     @cached_property
     def batches(self) -> pd.DataFrame:
         """One row per record batch (or legacy message) of every `records` field."""
         from kdissect.present import record_tables as rt
 
+        made, self._batches_ahead, self._batches_made = self._batches_ahead, None, True
+        if made is not None:
+            return made
         with cycle_collection_paused():
             return self._built("batches", rt.BATCH_DTYPES, lambda: typed(
                 rt.batch_columns(rt.records_fields(self.message_list)), rt.BATCH_DTYPES), rt.carries_records)
+
+    def _records_and_batches(self) -> pd.DataFrame:
+        """The records table, and (unless it was built already) the batches table made from
+        the same pass, which decodes each `records` field once, kept until it is asked for
+        (it is the smaller: a row per batch, no keys or values)."""
+        from kdissect.present import record_tables as rt
+
+        fields = rt.records_fields(self.message_list)
+        if self._batches_made:
+            return typed(rt.record_columns(fields), rt.RECORD_DTYPES)
+        records, batches = rt.record_and_batch_columns(fields)
+        self._batches_ahead = typed(batches, rt.BATCH_DTYPES)
+        return typed(records, rt.RECORD_DTYPES)
 
     @property
     def topic_partitions(self) -> pd.DataFrame:
@@ -456,19 +473,39 @@ def _every(_message: Message) -> bool:
     return True
 
 
-def table_of(messages: list[Message], name: str,
-             ahead: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+def table_of(messages: list[Message], name: str, ahead: dict[str, Any] | None = None) -> pd.DataFrame:
     """Table `name` over `messages` in this process (what a table worker runs). Given
     `ahead` (kept by the caller for these messages), the per-API tables are made as one
     process makes them: together, in one pass that decodes each body once, the first time
-    one of them is asked for; `ahead` holds the others until they are."""
+    one of them is asked for; `ahead` holds the others until they are (and the batches
+    table made with the records table: `_generic_table`)."""
     if name not in TABLES:
-        return Capture(messages).table(name)
+        return _generic_table(messages, name, ahead)
     if ahead is None:  # that table alone
         return _api_frame(messages, TABLES[name])
     if name not in ahead:
         ahead.update(_api_frames(messages, list(TABLES.values())))
     return ahead.pop(name)
+
+
+_BATCHES_GIVEN = "batches given"  # in `ahead`: the records table is then made alone
+
+
+def _generic_table(messages: list[Message], name: str, ahead: dict[str, Any] | None) -> pd.DataFrame:
+    """Table `name`, not per-API, over `messages`; given `ahead`, the batches table made with
+    the records table (one decode of each `records` field) is kept there until asked for."""
+    capture = Capture(messages)
+    if ahead is None:
+        return capture.table(name)
+    if name == "batches":
+        ahead[_BATCHES_GIVEN] = True
+        if "batches" in ahead:
+            return ahead.pop("batches")
+    capture._batches_made = bool(ahead.get(_BATCHES_GIVEN))
+    table = capture.table(name)
+    if capture._batches_ahead is not None:
+        ahead["batches"] = capture._batches_ahead
+    return table
 
 
 # -- generic tables -----------------------------------------------------------

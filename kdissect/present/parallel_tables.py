@@ -218,15 +218,15 @@ class TableJobs:
         self.messages, self.trees = messages, {m.number for m in messages if m._tree is not None}
         runs = _runs(messages, self.jobs * RUNS_PER_JOB)
         for index, pipe in enumerate(self.pipes):
-            _put(pipe, ("keep", *_shipment(runs, index, self.jobs)), index)
+            _put(pipe, ("keep", *_shipment(runs, index, self.jobs)), index, self.processes[index])
         self._ask(None)
 
     def _ask(self, request: tuple[Any, ...] | None) -> list[Any]:
         """`request` to every worker (None: only their answers to what was sent), then
         every answer, in worker order."""
         if request is not None:
-            for index, pipe in enumerate(self.pipes):
-                _put(pipe, request, index)
+            for index, (pipe, process) in enumerate(zip(self.pipes, self.processes, strict=True)):
+                _put(pipe, request, index, process)
         answers = []
         for index, (pipe, process) in enumerate(zip(self.pipes, self.processes, strict=True)):
             try:
@@ -276,15 +276,22 @@ def api_tables(made: Maker, messages: list[Message], names: Sequence[str] | None
         yield from made(messages, None if names is None else [TABLES[name] for name in names], pause=serve_waiting)
 
 
-def share_table(made: Callable[[list[Message], str], pd.DataFrame], messages: list[Message],
+# In a reading worker, which holds one share for its life: a table made over the share
+# together with another (`analysis.table_of`'s `ahead`: the batches with the records), until
+# it is asked for.
+_SHARE_AHEAD: dict[str, pd.DataFrame] = {}
+
+
+def share_table(made: Callable[..., pd.DataFrame], messages: list[Message],
                 request: tuple[str, np.ndarray | None]) -> pd.DataFrame:
     """In a reading worker that holds its share (`parallel.read_to_come`'s `answer`): table
     `name` over the share's messages, made by `made` (`analysis.table_of`) as one process
     makes it, numbered within the worker; `request` is (name, the capture's number of each
-    message of the share, for the messages table, whose notes may name messages)."""
+    message of the share, for the messages table, whose notes may name messages). A
+    per-API table is made alone (those the detectors read were made already)."""
     name, numbers = request
     with cycle_collection_paused():
-        table = made(messages, name)
+        table = made(messages, name, None if name in _api_table_names() else _SHARE_AHEAD)
         if name == "messages":  # and what releasing in capture order reads (`_released`)
             assert numbers is not None
             _notes_renumbered(table, messages, numbers)
@@ -299,7 +306,7 @@ def share_table(made: Callable[[list[Message], str], pd.DataFrame], messages: li
         return table
 
 
-def share_answer(made: Callable[[list[Message], str], pd.DataFrame], messages: list[Message],
+def share_answer(made: Callable[..., pd.DataFrame], messages: list[Message],
                  request: tuple[Any, ...]) -> Any:
     """In a reading worker that holds its share (`parallel.read_to_come`'s `answer`): a
     table (`share_table`'s request), or for (function, *arguments) what the function (one
@@ -586,11 +593,11 @@ def _joined(columns: list[pd.Series], dtype: str | None, *, unused: bool) -> tup
     return pd.concat(columns, ignore_index=True).array, False
 
 
-def _put(pipe: Any, request: tuple[Any, ...], index: int) -> None:
+def _put(pipe: Any, request: tuple[Any, ...], index: int, process: Any) -> None:
     try:
         pipe.send(request)
-    except OSError:
-        raise WorkerError(f"table worker {index} died") from None
+    except OSError:  # it ended: why, in words (`parallel.died`: an unguarded script, say)
+        raise died(f"table worker {index}", process, "its tables") from None
 
 
 def _stop(pipes: list[Any], processes: list[Any]) -> None:

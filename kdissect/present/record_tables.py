@@ -183,42 +183,64 @@ def _context(values: dict[str, Any], topic: Topic, partition: int | None) -> tup
 # -- rows ------------------------------------------------------------------------------
 
 
+RECORD_TABLES = ("records", "batches")  # made from the same decoded `records` fields
+
+
 def record_columns(fields: Iterator[RecordsField]) -> Columns:
     columns: Columns = {name: [] for name in RECORD_DTYPES}
     adders = [columns[name].append for name in RECORD_DTYPES]
     for found in fields:
-        message = found.message
-        common = (*context_values(message), message.api_name,
-                  "request" if message.is_request else "response", *found.topic, found.partition)
-        response = not message.is_request
-        for index, row in enumerate(record_rows(found.entries)):
-            log_offset = row.offset if response else None if found.log_base is None else found.log_base + index
-            values = (*common, row.offset, log_offset, row.timestamp, row.timestamp_type, row.key, row.value,
-                      list(row.headers), row.producer_id, row.producer_epoch, row.sequence,
-                      row.transactional, row.control, row.compression, row.magic, row.batch_crc_ok,
-                      None if row.key is None else len(row.key),
-                      None if row.value is None else len(row.value))
-            for add, value in zip(adders, values, strict=True):
-                add(value)
+        _add_records(adders, found)
     return columns
 
 
 def batch_columns(fields: Iterator[RecordsField]) -> Columns:
     columns: Columns = {name: [] for name in BATCH_DTYPES}
     for found in fields:
-        message = found.message
-        common = {**dict(zip(CONTEXT_DTYPES, context_values(message), strict=True)),
-                  "api_name": message.api_name,
-                  "direction": "request" if message.is_request else "response",
-                  "topic_name": found.topic[0], "topic_id": found.topic[1],
-                  "partition_index": found.partition}
-        for index, entry in enumerate(found.entries):
-            row = {**common, "batch": index, "position": entry.position, "size": entry.size,
-                   **_BATCH_ROWS[type(entry)](entry),
-                   "notes": "; ".join(str(n) for n in entry.notes) or None}
-            for name in BATCH_DTYPES:
-                columns[name].append(row.get(name))
+        _add_batches(columns, found)
     return columns
+
+
+def record_and_batch_columns(fields: Iterator[RecordsField]) -> tuple[Columns, Columns]:
+    """`record_columns` and `batch_columns` in one pass: each field's records decoded once."""
+    records: Columns = {name: [] for name in RECORD_DTYPES}
+    batches: Columns = {name: [] for name in BATCH_DTYPES}
+    adders = [records[name].append for name in RECORD_DTYPES]
+    for found in fields:
+        _add_records(adders, found)
+        _add_batches(batches, found)
+    return records, batches
+
+
+def _add_records(adders: list[Callable[[Any], None]], found: RecordsField) -> None:
+    message = found.message
+    common = (*context_values(message), message.api_name,
+              "request" if message.is_request else "response", *found.topic, found.partition)
+    response = not message.is_request
+    for index, row in enumerate(record_rows(found.entries)):
+        log_offset = row.offset if response else None if found.log_base is None else found.log_base + index
+        values = (*common, row.offset, log_offset, row.timestamp, row.timestamp_type, row.key, row.value,
+                  list(row.headers), row.producer_id, row.producer_epoch, row.sequence,
+                  row.transactional, row.control, row.compression, row.magic, row.batch_crc_ok,
+                  None if row.key is None else len(row.key),
+                  None if row.value is None else len(row.value))
+        for add, value in zip(adders, values, strict=True):
+            add(value)
+
+
+def _add_batches(columns: Columns, found: RecordsField) -> None:
+    message = found.message
+    common = {**dict(zip(CONTEXT_DTYPES, context_values(message), strict=True)),
+              "api_name": message.api_name,
+              "direction": "request" if message.is_request else "response",
+              "topic_name": found.topic[0], "topic_id": found.topic[1],
+              "partition_index": found.partition}
+    for index, entry in enumerate(found.entries):
+        row = {**common, "batch": index, "position": entry.position, "size": entry.size,
+               **_BATCH_ROWS[type(entry)](entry),
+               "notes": "; ".join(str(n) for n in entry.notes) or None}
+        for name in BATCH_DTYPES:
+            columns[name].append(row.get(name))
 
 
 def _v2_row(batch: Any) -> dict[str, Any]:
