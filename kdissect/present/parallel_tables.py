@@ -279,7 +279,7 @@ def api_tables(made: Maker, messages: list[Message], names: Sequence[str] | None
 # In a reading worker, which holds one share for its life: a table made over the share
 # together with another (`analysis.table_of`'s `ahead`: the batches with the records), until
 # it is asked for.
-_SHARE_AHEAD: dict[str, pd.DataFrame] = {}
+_SHARE_AHEAD: dict[str, Any] = {}
 
 
 def share_table(made: Callable[..., pd.DataFrame], messages: list[Message],

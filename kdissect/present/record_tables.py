@@ -183,9 +183,6 @@ def _context(values: dict[str, Any], topic: Topic, partition: int | None) -> tup
 # -- rows ------------------------------------------------------------------------------
 
 
-RECORD_TABLES = ("records", "batches")  # made from the same decoded `records` fields
-
-
 def record_columns(fields: Iterator[RecordsField]) -> Columns:
     columns: Columns = {name: [] for name in RECORD_DTYPES}
     adders = [columns[name].append for name in RECORD_DTYPES]
