@@ -70,8 +70,12 @@ def test_tables_asked_for_in_any_order_are_those_of_one_process(many: str) -> No
 
 def _gated(gate: str, parent: int, messages: list[Message]) -> object:
     """A `finish` that makes its second part only once the parent has the first (its file);
-    in the parent (`parallel.warm` runs it on the capture's start), at once."""
+    in the parent (`parallel.warm` runs it on the capture's start), at once. A worker says
+    when it waits (a file `<gate>.waiting.<pid>`): from then on it answers nothing, which
+    it does between parts (`serve_waiting`)."""
     yield ("first", len(messages))
+    if os.getpid() != parent:
+        Path(f"{gate}.waiting.{os.getpid()}").touch()
     waited = time.monotonic() + 20
     while not Path(gate).exists() and time.monotonic() < waited and os.getpid() != parent:
         time.sleep(0.01)
@@ -304,7 +308,12 @@ def test_an_interrupted_wait_loses_nothing(many: str, tmp_path: Path) -> None:
                                      answer=_counted)
     try:
         shares = [finished.part(worker)[1] for worker in (0, 1)]  # type: ignore[index]
-        _interrupted(to_come.get)  # the workers wait for the gate: no frames come yet
+        # Once both wait for the gate, no frames come yet (before, a worker answers the
+        # request for them between its parts, however soon the parent asks)
+        waited = time.monotonic() + 20
+        while len(list(tmp_path.glob("gate.waiting.*"))) < 2 and time.monotonic() < waited:
+            time.sleep(0.01)
+        _interrupted(to_come.get)
         gate.touch()
         assert [finished.part(worker) for worker in (0, 1)] == [("second", True), ("second", True)]
         assert len(to_come.get()) == sum(shares)
