@@ -296,41 +296,6 @@ def test_cycle_collection_is_paused_inside_a_decode_loop_and_only_there() -> Non
         gc.enable()
 
 
-def test_what_a_pause_made_is_long_lived_at_once_and_still_collected() -> None:
-    """After the pause, the objects it made are in the collector's oldest generation (not
-    walked as young ones at the next allocation); garbage cycles among them are still
-    found by a full collection; objects the process froze itself stay frozen."""
-    import gc
-    import weakref
-
-    from kdissect.decode.values import cycle_collection_paused
-
-    class Node:
-        pass
-
-    with cycle_collection_paused():
-        kept = [[index] for index in range(1000)]
-        ring = Node()
-        ring.me = ring  # type: ignore[attr-defined]  # a cycle, garbage once let go
-        gone = weakref.ref(ring)
-        del ring
-    oldest = {id(item) for item in gc.get_objects(generation=2)}
-    assert all(id(item) in oldest for item in kept)
-    assert gone() is not None
-    gc.collect()
-    assert gone() is None
-    frozen = [["mine"]]
-    gc.freeze()
-    try:
-        before = gc.get_freeze_count()
-        with cycle_collection_paused():
-            made = [[1]]
-        assert made and gc.get_freeze_count() == before
-        assert id(frozen[0]) not in {id(item) for item in gc.get_objects()}  # still frozen
-    finally:
-        gc.unfreeze()
-
-
 def _assign_replicas_to_dirs_v0() -> bytes:
     """A real AssignReplicasToDirs v0 request, encoded by kio."""
     from kio.schema.assign_replicas_to_dirs.v0 import request

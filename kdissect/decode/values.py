@@ -109,9 +109,7 @@ def cycle_collection_paused() -> Iterator[None]:
     Flat values, rows and messages hold no reference cycles (a request refers
     to its response only weakly), so reference counting frees them; the cycle
     collector would only walk, again and again, the objects a loop is building
-    up. It runs as usual again afterwards, and what the loop made is counted as
-    long-lived at once (`_aged`), rather than walked in one go as young objects
-    as soon as the collector is back.
+    up. It runs as usual again afterwards.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -119,20 +117,7 @@ def cycle_collection_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
-            _aged()
             gc.enable()
-
-
-def _aged() -> None:
-    """Every object the collector tracks moved into its oldest generation as it is, where
-    the next full collection looks at it, as at any long-lived object: the collector's own
-    freeze and unfreeze, which move its lists without walking them. Once the pause is over
-    the collector would otherwise walk everything made meanwhile at its first allocation
-    (a quarter of a second after 100 MB is read). Not where the process has frozen objects
-    of its own (`gc.freeze`), which unfreezing would give back to the collector."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
 
 
 __all__ = ["Values", "cycle_collection_paused", "fast_body", "tree_values"]
