@@ -292,12 +292,20 @@ def _counted(messages: list[Message], request: str) -> tuple[str, int]:
 
 
 def _interrupted(call: Callable[[], object]) -> None:
-    """`call`, interrupted as Ctrl-C interrupts a notebook's cell, while it waits."""
+    """`call`, interrupted as Ctrl-C interrupts a notebook's cell, while it waits. Python's
+    own Ctrl-C handler is put in place for it: a process started with SIGINT ignored (a
+    shell's background job) has none, and then `interrupt_main` does nothing."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        call()
-    timer.join()
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            call()
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, before)
 
 
 def test_an_interrupted_wait_loses_nothing(many: str, tmp_path: Path) -> None:
