@@ -402,27 +402,31 @@ def test_the_fuzzers_captures_give_the_same_tables_with_two_jobs() -> None:
     assert read >= 4
 
 
-@pytest.mark.parametrize("guarded", [True, False])
-def test_table_workers_of_a_script_start_guarded_and_say_why_not_unguarded(tmp_path: Path, guarded: bool) -> None:
-    """Messages made while reading (`lazy=False`) go to table workers once the reading
-    workers' threads are about: started from the fork server, which imports the script.
-    Under the main guard the table comes as one process makes it; without, one clear error
-    (not a bare 'worker died')."""
+@pytest.mark.parametrize(("guarded", "thread"), [(True, False), (False, False), (True, True), (False, True)])
+def test_table_workers_after_a_read_that_made_the_messages(tmp_path: Path, guarded: bool, thread: bool) -> None:
+    """Messages made while reading (`lazy=False`) go to table workers. The reading workers'
+    per-API tables are taken in first, so their reader threads are gone and the table
+    workers are forked: a script gets the tables as one process makes them, with or without
+    the main guard. A script with a thread of its own has them started by the fork server,
+    which imports the script: under the guard the tables come alike; without it, one clear
+    error (not a bare 'worker died')."""
     import subprocess
     import sys
 
     path = str(CAPTURES / "incident.pcap")
-    body = ("from kdissect import read_pcap\n"
+    body = ("import threading\n"
+            "from kdissect import read_pcap\n"
             "from kdissect.present import parallel_tables\n"
             "def main():\n"
             "    parallel_tables.PARALLEL_MESSAGES = 1\n"
             f"    capture = read_pcap({path!r}, jobs=2, lazy=False)\n"
-            "    print(len(capture.table('messages')), len(capture.table('batches')))\n")
+            + ("    threading.Thread(target=threading.Event().wait, daemon=True).start()\n" if thread else "")
+            + "    print(len(capture.table('messages')), len(capture.table('batches')))\n")
     script = tmp_path / "tables.py"
     script.write_text(body + ("if __name__ == '__main__':\n    main()\n" if guarded else "main()\n"))
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                          check=False, cwd=tmp_path)
-    if guarded:
+    if guarded or not thread:
         one = read_pcap(path, jobs=1)
         assert (run.returncode, run.stdout) == (0, f"{len(one.messages)} {len(one.batches)}\n"), run.stderr
     else:

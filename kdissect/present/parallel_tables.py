@@ -41,7 +41,9 @@ parts are put together as above, the numbers of messages in the `pair`, `request
 where holding a request back broke a bound (`pair.pairing.release_notes`: the bounds count
 every connection's messages): it adds those notes to the messages table. Table workers
 are started only where the reading workers cannot serve: messages made while reading
-(`lazy=False`, a filter), or a tree built here.
+(`lazy=False`, a filter), or a tree built here. Reading workers that do not keep their
+shares end once their per-API tables are sent: those are taken in before table workers
+start (`TableJobs._reading_done`), so that no reader thread is left and they are forked.
 With `findings=True` the reading workers first find the facts of every body, then make
 only the per-API tables the detectors read (`api_facts_and_tables`,
 `findings.TABLES_READ`): those bodies are all `--findings` and the report decode; any
@@ -205,6 +207,7 @@ class TableJobs:
 
     def _start(self, messages: list[Message], definitions: tuple[DefinitionSource, ...]) -> None:
         self.stop()
+        self._reading_done(messages)
         context = worker_context(serve)
         for index in range(self.jobs):
             mine, theirs = context.Pipe()
@@ -220,6 +223,18 @@ class TableJobs:
         for index, pipe in enumerate(self.pipes):
             _put(pipe, ("keep", *_shipment(runs, index, self.jobs)), index, self.processes[index])
         self._ask(None)
+
+    def _reading_done(self, messages: list[Message]) -> None:
+        """Reading workers that do not hold their shares (messages made while reading) end
+        once they have sent their per-API tables: these are taken in first, so that their
+        team's reader threads are gone and the table workers are forked (in milliseconds,
+        with no `if __name__ == "__main__":` guard needed) rather than started by the fork
+        server."""
+        if self.early is None or self.early.answering():
+            return
+        self._early_parts(messages)
+        if self.early_parts is not None:
+            self.early_parts.take_all()
 
     def _ask(self, request: tuple[Any, ...] | None) -> list[Any]:
         """`request` to every worker (None: only their answers to what was sent), then
@@ -444,6 +459,12 @@ class _EarlyParts:
         self.given.add(name)
         return [(tables.pop(name), self.numbers[worker], self.stream_of[worker])
                 for worker, tables in enumerate(self.tables)]
+
+    def take_all(self) -> None:
+        """Every part still to come, kept until asked for: the workers then end."""
+        for worker, received in enumerate(self.received):
+            for _ in range(received, len(self.expected)):
+                self._next(worker)
 
     def _next(self, worker: int) -> None:
         """The next table `worker` sent, kept; after its last, its end too (which says its
