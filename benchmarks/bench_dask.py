@@ -12,9 +12,9 @@ one worker, side by side with two). The two arms alternate, `--repeats` times
 each, and the fastest run of each is compared, so that a burst of other work on a
 shared machine does not land on one arm only.
 
-Reported per arm: wall seconds, the merge (from the end of the last capture's read
-to the pandas frames in hand: the partitions concatenated and gathered to the
-client), per-worker throughput (MB of capture per second of the rest), which is
+Reported per arm: wall seconds, the merge (from the end of the last task that reads
+a capture or makes its tables to the pandas frames in hand: the partitions
+concatenated and gathered to the client), per-worker throughput (MB of capture per second of the rest), which is
 what a scaling model needs:
 
     time(N machines) ~ partitions / (N * per-worker throughput) + merge
@@ -47,12 +47,15 @@ from make_capture import build  # noqa: E402
 TABLES = ("messages", "exchanges", "topic_partitions", "producers", "quorum", "quorum_replicas",
           "quorum_nodes")
 
-READ = "read_tables"  # what key_split gives of the key of a capture's read (kdissect.dask)
+# what key_split gives of the keys of a capture's read and of the tasks that make its
+# tables (kdissect.dask): the merge starts once the last of them is done
+READ = "ReadCapture"
+MAKE = frozenset({READ, "generic_table", "api_tables"})
 
 
 class Run(NamedTuple):
     seconds: float  # the whole job, wall
-    merge: float  # from the end of the last read to the frames in the client, wall
+    merge: float  # from the end of the last table made to the frames in the client, wall
     worker_cpu: float  # CPU seconds of the busiest worker process
     workers_cpu: float  # CPU seconds of all worker processes
     client_cpu: float  # CPU seconds of this process (client and scheduler)
@@ -89,12 +92,13 @@ def compute_on(workers: int, paths: list[str], small: str) -> Run:
         finished_at = time.time()
         client_cpu = time.process_time() - client_cpu
         spent = [cpu - worker_cpu[worker] for worker, cpu in client.run(time.process_time).items()]
-        reads = [step["stop"] for task in client.get_task_stream(start=started_at)
-                 if key_split(task["key"]) == READ
-                 for step in task["startstops"] if step["action"] == "compute"]
+        stream = client.get_task_stream(start=started_at)
+        reads = [task for task in stream if key_split(task["key"]) == READ]
+        made = [step["stop"] for task in stream if key_split(task["key"]) in MAKE
+                for step in task["startstops"] if step["action"] == "compute"]
     if len(reads) != len(paths):
         raise SystemExit(f"{len(reads)} reads recorded for {len(paths)} captures")
-    return Run(seconds, finished_at - max(reads), max(spent), sum(spent), client_cpu,
+    return Run(seconds, finished_at - max(made), max(spent), sum(spent), client_cpu,
                sum(len(frame) for frame in frames))
 
 

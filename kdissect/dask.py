@@ -11,7 +11,13 @@ time as `read_pcap` does). Each partition is one capture with its own numbering
 and connections, as `kdissect --separate` reads files side by side; every row says
 which file its message came from (`file`). Nothing is read until a table is
 computed, and then each partition reads its capture on the worker that computes
-it and decodes only what that table needs.
+it and makes only the tables computed: a generic table (`messages`, `exchanges`,
+`fields`, `records`, `batches`) alone, the per-API tables of `tables` together, in
+one pass that decodes each body once. Tables computed together (`dask.compute(a,
+b)`, `to_parquet`) read each capture once: the capture stays with the worker that
+read it (Dask's memory accounting sees about what it holds) until its tables are
+made. Should Dask move it to another worker, or spill it, only its path travels
+and it is read again there.
 
 Paths are opened by the workers, not by the caller: on a cluster they must name
 files every worker can read (a shared file system, or the same files at the same
@@ -28,6 +34,7 @@ from __future__ import annotations
 import glob
 import operator
 import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +45,7 @@ import pandas as pd
 
 from kdissect.present.analysis import Capture, capture_paths, read_pcap
 from kdissect.present.export import write_partitions
+from kdissect.present.tables import TABLES
 
 Partition = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -54,11 +62,17 @@ def read_pcaps(paths: str | os.PathLike[str] | Sequence[Partition], *,
         tables = [tables]
     names = tuple(dict.fromkeys(tables)) if tables is not None else tuple(Capture([]).table_names())
     options = {"ports": tuple(ports), "detect": detect}
-    # One task per capture computes every table asked for at once (reading the capture
-    # once); each table's partition is that task's frame for it.
-    reads = [dask.delayed(_read_tables, pure=True)(group, names, options) for group in partitions]
+    # A task per capture reads it; each generic table's partition is a task of its own
+    # over that capture, and every per-API table's comes from one task over it that makes
+    # them together (a table not computed is not made).
+    captures = [dask.delayed(ReadCapture, pure=True)(group, options) for group in partitions]
+    per_api = tuple(name for name in names if name in TABLES)
+    made = [dask.delayed(_api_tables, pure=True)(capture, per_api) for capture in captures] if per_api else []
     empty = Capture([]).tables(names)  # the tables' dtypes, made together
-    return {name: _table(name, empty[name], reads) for name in names}
+    return {name: _table(name, empty[name], [dask.delayed(operator.getitem, pure=True)(tables, name)
+                                             for tables in made] if name in TABLES
+                         else [dask.delayed(_generic_table, pure=True)(capture, name) for capture in captures])
+            for name in names}
 
 
 def _partitions(paths: str | os.PathLike[str] | Sequence[Partition]) -> list[list[Any]]:
@@ -67,19 +81,60 @@ def _partitions(paths: str | os.PathLike[str] | Sequence[Partition]) -> list[lis
     return [capture_paths(item) for item in paths]
 
 
-def _table(name: str, empty: pd.DataFrame, reads: list[Any]) -> dd.DataFrame:
+def _table(name: str, empty: pd.DataFrame, parts: list[Any]) -> dd.DataFrame:
     meta = _meta(empty)
-    parts = [dask.delayed(operator.getitem, pure=True)(read, name) for read in reads]
     # The tables' own dtypes (categoricals, nullable integers, pandas strings) are kept as
     # they are: no conversion of text columns to Arrow strings behind the caller's back.
     with dask.config.set({"dataframe.convert-string": False}):
         return dd.from_delayed(parts, meta=meta, verify_meta=False)
 
 
-def _read_tables(group: list[Any], names: tuple[str, ...], options: dict[str, Any]
-                 ) -> dict[str, pd.DataFrame]:
-    """One capture (a file, or a set read together): the tables `names`."""
-    capture = read_pcap(group, jobs=1, **options)  # a partition is one worker's: no processes of its own
+class ReadCapture:
+    """A partition's capture (a file, or a set read together), read where the task that
+    makes it runs, for the tasks that make its tables. Pickled (Dask moving it to another
+    worker, or spilling it to disk), it keeps only what to read: read again when a table
+    is asked of it there. Its tables are made one at a time (the capture's own caches are
+    not for threads at once)."""
+
+    def __init__(self, group: list[Any], options: dict[str, Any]) -> None:
+        self.group, self.options = group, options
+        self._lock = threading.Lock()
+        self._capture: Capture | None = self._read()
+
+    def _read(self) -> Capture:
+        return read_pcap(self.group, jobs=1, **self.options)  # a partition is one worker's: no processes of its own
+
+    def tables(self, names: Sequence[str]) -> dict[str, pd.DataFrame]:
+        """The tables `names` of the capture, per-API ones made together (`Capture.tables`)."""
+        with self._lock:
+            if self._capture is None:
+                self._capture = self._read()
+            return self._capture.tables(names)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"group": self.group, "options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.group, self.options = state["group"], state["options"]
+        self._lock, self._capture = threading.Lock(), None
+
+    def __sizeof__(self) -> int:
+        """About the memory the capture holds (what Dask weighs before moving it): its
+        messages' bytes and, for each, its objects."""
+        capture = self._capture
+        if capture is None:
+            return object.__sizeof__(self)
+        return sum(message.size + MESSAGE_OVERHEAD for message in capture.message_list)
+
+
+MESSAGE_OVERHEAD = 2048  # bytes a kept message costs beyond its own, about (`ReadCapture.__sizeof__`)
+
+
+def _generic_table(capture: ReadCapture, name: str) -> pd.DataFrame:
+    return capture.tables([name])[name]
+
+
+def _api_tables(capture: ReadCapture, names: tuple[str, ...]) -> dict[str, pd.DataFrame]:
     return capture.tables(names)
 
 

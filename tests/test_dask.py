@@ -7,6 +7,7 @@ from pathlib import Path
 import dask
 import duckdb
 import pandas as pd
+import pytest
 from distributed import Client, LocalCluster
 
 import kdissect
@@ -90,3 +91,51 @@ def test_parquet_dataset_read_by_duckdb(tmp_path: Path) -> None:
         f"select count(*) from read_parquet('{tmp_path}/dataset/producers/*/*.parquet', "
         "hive_partitioning=true)").fetchall()
     assert producers == [(sum(len(kdissect.read_pcap(p).producers) for p in SHIPPED),)]
+
+
+def test_a_table_computed_alone_is_the_only_one_made(monkeypatch) -> None:
+    """Computing `messages` makes no other table: not `fields`, the costliest, nor the
+    per-API ones (one pass that decodes bodies)."""
+    from kdissect.present import analysis
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a table not computed was made")
+
+    tables = kdissect.dask.read_pcaps([str(p) for p in SHIPPED])
+    monkeypatch.setattr(analysis, "_fields_frame", refused)
+    monkeypatch.setattr(analysis, "_api_frames", refused)
+    with dask.config.set(scheduler="sync"):
+        assert len(tables["messages"].compute()) == sum(len(kdissect.read_pcap(p)) for p in SHIPPED)
+        with pytest.raises(AssertionError, match="not computed"):
+            tables["fields"].compute()
+
+
+def test_tables_computed_together_read_each_capture_once(monkeypatch) -> None:
+    reads: list[object] = []
+    real = kdissect.dask.read_pcap
+
+    def counted(group: object, **options: object) -> object:
+        reads.append(group)
+        return real(group, **options)
+
+    monkeypatch.setattr(kdissect.dask, "read_pcap", counted)
+    tables = kdissect.dask.read_pcaps([str(p) for p in SHIPPED])
+    computed = dask.compute(tables["messages"], tables["fields"], tables["producers"], tables["errors"])
+    assert sorted(map(str, reads)) == sorted(str([str(p)]) for p in SHIPPED)
+    assert [len(frame) for frame in computed] == [
+        sum(len(kdissect.read_pcap(p).table(name)) for p in SHIPPED)
+        for name in ("messages", "fields", "producers", "errors")]
+
+
+def test_a_capture_moved_to_another_worker_is_read_again_there() -> None:
+    """Pickled (Dask moving or spilling it), a read capture keeps only what to read; the
+    tables it makes after are the same."""
+    import pickle
+
+    path = str(CAPTURES / "quorum_story.pcap")
+    read = kdissect.dask.ReadCapture([path], {"ports": (), "detect": True})
+    moved = pickle.loads(pickle.dumps(read))
+    assert len(pickle.dumps(read)) < 1024 and moved._capture is None
+    assert read.__sizeof__() > (CAPTURES / "quorum_story.pcap").stat().st_size // 2
+    for name in ("messages", "quorum_replicas"):
+        pd.testing.assert_frame_equal(moved.tables([name])[name], read.tables([name])[name])
