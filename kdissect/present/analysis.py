@@ -785,20 +785,64 @@ def _code_type(categories: int) -> type[np.signedinteger[Any]]:
 
 
 def _add_field_rows(rows: list[tuple[Any, ...]], message: Message) -> None:
-    """One row (a tuple in `_FIELD_DTYPES` order) per node of the message's tree."""
-    number, file = message.number, message.file
-    add = rows.append
+    """One row (a tuple in `_FIELD_DTYPES` order) per node of the message's tree, depth
+    first, each made as its node is reached.
+
+    Paths are what an analyst types: header fields under their header
+    (`RequestHeader.correlation_id`), body fields from the body down
+    (`Topics[0].Partitions[2].LeaderId`: an array element's `[i]` attaches to the array
+    field); the root and body keep their names."""
     layout = message.rows()
-    found = field_paths(message.tree(keep=False)) if layout is None else row_paths(layout)
-    for node, depth, path in found:
-        if isinstance(node, Node):
-            name, kind, raw, display, offset, size, generated = (
-                node.name, node.type, node.value, node.display, node.offset, node.size, node.generated)
-        else:
-            name, kind, raw, display, offset, size, _, _, generated = node
-        value = raw if raw is None or type(raw) is int or type(raw) is str else json_value(raw)
-        add((number, path, name, kind, None if value is None else str(value),
-             value if type(value) is int else None, display, offset, size, depth, generated, file))
+    if layout is None:
+        _add_node_rows(rows.append, message.tree(keep=False), message.number, message.file)
+    else:
+        _add_layout_rows(rows.append, layout, message.number, message.file)
+
+
+def _add_node_rows(add: Callable[[tuple[Any, ...]], None], root: Node, number: int, file: Any) -> None:
+    """`_add_field_rows` of a tree of `Node`s."""
+    parts = [(root, 0, root.name, 0)] + [(part, 1, part.name, len(part.name) + 1 if part.role is Role.BODY else 0)
+                                         for part in root.children]
+    array = Role.ARRAY
+    for part, depth, path, strip in parts:
+        stack = [(part, depth, path)]
+        while stack:
+            node, depth, path = stack.pop()
+            raw = node.value
+            value = raw if raw is None or type(raw) is int or type(raw) is str else json_value(raw)
+            add((number, path[strip:] if strip and node is not part else path, node.name, node.type,
+                 None if value is None else str(value), value if type(value) is int else None, node.display,
+                 node.offset, node.size, depth, node.generated, file))
+            children = node.children
+            if children and depth:  # (the root's parts are walked one by one, above)
+                in_array = node.role is array
+                for child in reversed(children):
+                    name = child.name
+                    bracket = name.find("[")
+                    stack.append((child, depth + 1, path + name[bracket:] if bracket > 0 and in_array
+                                  else f"{path}.{name}"))
+
+
+def _add_layout_rows(add: Callable[[tuple[Any, ...]], None], root: Row, number: int, file: Any) -> None:
+    """`_add_field_rows` of a tree laid out as rows (`kdissect.decode.rows`), alike."""
+    parts = [(root, 0, root[0], 0)] + [(part, 1, part[0], len(part[0]) + 1 if part[1] == "struct" else 0)
+                                       for part in root[7] or []]
+    for part, depth, path, strip in parts:
+        stack = [(part, depth, path)]
+        while stack:
+            row, depth, path = stack.pop()
+            name, kind, raw, display, offset, size, _, children, generated = row
+            value = raw if raw is None or type(raw) is int or type(raw) is str else json_value(raw)
+            add((number, path[strip:] if strip and row is not part else path, name, kind,
+                 None if value is None else str(value), value if type(value) is int else None, display,
+                 offset, size, depth, generated, file))
+            if children and depth:  # (the root's parts are walked one by one, above)
+                in_array = kind.startswith("[]")
+                for child in reversed(children):
+                    name = child[0]
+                    bracket = name.find("[")
+                    stack.append((child, depth + 1, path + name[bracket:] if bracket > 0 and in_array
+                                  else f"{path}.{name}"))
 
 
 _FIELD_DTYPES = {
@@ -806,43 +850,6 @@ _FIELD_DTYPES = {
     "value": "category", "value_int": "Int64", "display": "category", "offset": "int32",
     "size": "int32", "depth": "int16", "generated": "bool", "file": "category",
 }  # fmt: skip
-
-
-def row_paths(root: Row) -> list[tuple[Row, int, str]]:
-    """`field_paths` for a tree laid out as rows: the same rows, depths and paths, in the same order."""
-    found: list[tuple[Row, int, str]] = [(root, 0, root[0])]
-    for part in root[7] or []:
-        strip = len(part[0]) + 1 if part[1] == "struct" else 0
-        stack: list[tuple[Row, int, str]] = [(part, 1, part[0])]
-        while stack:
-            row, depth, path = stack.pop()
-            found.append((row, depth, path[strip:] if strip and row is not part else path))
-            children = row[7]
-            if children:
-                in_array = row[1].startswith("[]")
-                for child in reversed(children):
-                    name = child[0]
-                    bracket = name.find("[")
-                    child_path = path + name[bracket:] if bracket > 0 and in_array else f"{path}.{name}"
-                    stack.append((child, depth + 1, child_path))
-    return found
-
-
-def field_paths(root: Node) -> list[tuple[Node, int, str]]:
-    """(node, depth, path) for every node of a message tree.
-
-    Paths are what an analyst types: header fields under their header
-    (`RequestHeader.correlation_id`), body fields from the body down
-    (`Topics[0].Partitions[2].LeaderId`); the root and body keep their names.
-    """
-    found: list[tuple[Node, int, str]] = [(root, 0, root.name)]
-    for part in root.children:
-        is_body = part.role is Role.BODY
-        for node, depth, path in part.walk(depth=1, path=part.name):
-            if is_body and node is not part:
-                path = path[len(part.name) + 1 :]
-            found.append((node, depth, path))
-    return found
 
 
 def _api_frame(messages: list[Message], spec: TableSpec) -> pd.DataFrame:
