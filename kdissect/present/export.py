@@ -175,17 +175,47 @@ def write_partitions(frame: pd.DataFrame, directory: Path, part: int,
     """A table's rows into a Hive-partitioned Parquet dataset by capture file:
     `directory/capture=<file name>/part.<part>.parquet`, one per capture file of its rows,
     and an empty one (which keeps the columns) for each of `files` that has none."""
+    import numpy as np
+    import pandas as pd
+
     from kdissect.present.analysis import exportable
 
     frame = exportable(frame, text=False)
-    paths = frame["file"].astype(object)
-    captures = paths.map({path: capture_name(str(path)) for path in paths.dropna().unique()})  # each file once
-    names = dict.fromkeys([*captures.dropna().unique(), *(capture_name(f) for f in files)])
+    column = frame["file"]
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        column = column.astype("category")
+    # each file's name made once, then each row's from its code (-1: no file)
+    of_code = [capture_name(str(path)) for path in column.cat.categories]
+    codes = column.cat.codes.to_numpy()
+    present = np.unique(codes[codes >= 0]) if len(codes) else codes
+    names = dict.fromkeys([*(of_code[code] for code in present.tolist()), *(capture_name(f) for f in files)])
     written = []
     for name in names:
         folder = directory / f"capture={name}"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"part.{part}.parquet"
-        frame[(captures == name).to_numpy(dtype=bool)].to_parquet(path, index=False)
+        rows = np.isin(codes, [code for code, found in enumerate(of_code) if found == name])
+        write_parquet(frame if rows.all() else frame[rows], path)  # one file's rows: no copy
         written.append(path)
     return written
+
+
+WRITE_ROWS = 1 << 20  # rows made into Arrow at once when a table is written: a row group each
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """`frame` as a Parquet file, as `DataFrame.to_parquet` writes it (no index), made into
+    Arrow `WRITE_ROWS` rows at a time, each a row group: a table of millions of rows
+    (`fields`) then needs beside it the memory of a slice, not of a copy of it whole (two
+    to three times its size)."""
+    if len(frame) <= WRITE_ROWS:
+        frame.to_parquet(path, index=False)
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.Schema.from_pandas(frame, preserve_index=False)
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, len(frame), WRITE_ROWS):
+            writer.write_table(pa.Table.from_pandas(frame.iloc[start:start + WRITE_ROWS], schema=schema,
+                                                    preserve_index=False))
