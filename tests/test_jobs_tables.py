@@ -385,6 +385,23 @@ def test_categories_made_again_from_codes_are_those_made_from_the_text(
     assert parallel_tables._recoded(pd.Series(pd.Categorical([1, "1"])), appearance=True) is None  # alike as text
 
 
+@given(st.lists(st.lists(st.one_of(st.none(), st.sampled_from(["b", "a", "c", "ä", "10", "9", "", "a\x00"])),
+                         max_size=12), min_size=1, max_size=4))
+@settings(max_examples=200, deadline=None)
+def test_parts_joined_are_the_table_one_process_makes(parts: list[list[str | None]]) -> None:
+    """Parts of a table whose categoricals have categories of their own (or none: a part
+    where the column is all missing) join into what one process makes of all the rows:
+    categories sorted, or in order of appearance; other columns joined as they are."""
+    frames = [pd.DataFrame({"c": pd.Categorical(values), "n": range(len(values))}) for values in parts]
+    every = [value for values in parts for value in values]
+    for appearance in (True, False):
+        joined = parallel_tables.concatenated(frames, {"c": "category", "n": "int64"}, appearance=appearance)
+        text = pd.DataFrame({"c": pd.Series(every, dtype=object),
+                             "n": pd.Series([n for values in parts for n in range(len(values))], dtype="int64")})
+        expected = parallel_tables._categories_remade(text, {"c": "category"}, appearance=appearance)  # from the text
+        pd.testing.assert_frame_equal(joined, expected)
+
+
 def test_the_fuzzers_captures_give_the_same_tables_with_two_jobs() -> None:
     """The captures the fuzzers found hard (times beyond any calendar, text with NULs and
     bytes beyond ASCII in every column): the reading workers' tables are one process's."""

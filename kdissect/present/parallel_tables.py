@@ -736,10 +736,16 @@ def _message(state: State, connections: dict[int, Connection]) -> Message:
 
 
 def concatenated(parts: list[pd.DataFrame], dtypes: dict[str, str], *, appearance: bool) -> pd.DataFrame:
-    """The parts of a table one after the other, categoricals as one process makes them."""
+    """The parts of a table one after the other, categoricals as one process makes them.
+    Each column is joined as `_early_table` joins it: categorical parts by their codes
+    (`_joined`), not by `pd.concat`, which makes text of categoricals whose categories
+    differ: for the 20 million rows of `fields` on 100 MB, 15 s and 3.5 GB."""
     filled = [part for part in parts if len(part)] or parts[:1]
-    frame = pd.concat(filled, ignore_index=True) if len(filled) > 1 else filled[0].reset_index(drop=True)
-    return _categories_remade(frame, dtypes, appearance=appearance)
+    if len(filled) == 1:
+        return _categories_remade(filled[0].reset_index(drop=True), dtypes, appearance=appearance)
+    columns = {name: _joined([part[name] for part in filled], dtypes.get(name), unused=False)[0]
+               for name in filled[0].columns}
+    return _categories_remade(pd.DataFrame(columns, copy=False), dtypes, appearance=appearance)
 
 
 def _categories_remade(frame: pd.DataFrame, dtypes: dict[str, str], *, appearance: bool) -> pd.DataFrame:
