@@ -312,3 +312,27 @@ def test_a_long_table_is_written_a_slice_at_a_time_as_pandas_writes_it(shipped_c
         assert (tmp_path / f"{name}.parquet").read_bytes() == (tmp_path / f"{name}-pandas.parquet").read_bytes()
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"{name}.parquet"),
                                       pd.read_parquet(tmp_path / f"{name}-pandas.parquet"))
+
+
+def test_tables_made_on_workers_are_written_byte_for_byte_as_one_process_writes_them(
+        shipped_captures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same Parquet files whether one process or table workers made the tables: down
+    to a categorical column where every value is missing, or a table without rows (text
+    categories, not a column of nulls)."""
+    from kdissect.present import parallel_tables
+    from kdissect.present.export import written_dataset
+
+    monkeypatch.setattr(parallel_tables, "PARALLEL_MESSAGES", 1)  # every table on the workers
+    for name in ("incident", "tansu_records", "quorum_story"):
+        path = str(shipped_captures / f"{name}.pcap")
+        messages = kdissect.read_pcap(path, jobs=1).message_list
+        written = {}
+        for jobs in (1, 2):
+            capture = Capture(messages, source=path, files=[path], jobs=jobs)
+            written[jobs] = written_dataset(capture, tmp_path / f"{name}-{jobs}", [path], 0)
+            if capture._workers is not None:
+                capture._workers.stop()
+        assert [p.relative_to(tmp_path / f"{name}-1") for p in written[1]] == \
+            [p.relative_to(tmp_path / f"{name}-2") for p in written[2]]
+        for one, two in zip(written[1], written[2], strict=True):
+            assert one.read_bytes() == two.read_bytes(), one

@@ -390,16 +390,30 @@ def test_categories_made_again_from_codes_are_those_made_from_the_text(
 @settings(max_examples=200, deadline=None)
 def test_parts_joined_are_the_table_one_process_makes(parts: list[list[str | None]]) -> None:
     """Parts of a table whose categoricals have categories of their own (or none: a part
-    where the column is all missing) join into what one process makes of all the rows:
-    categories sorted, or in order of appearance; other columns joined as they are."""
-    frames = [pd.DataFrame({"c": pd.Categorical(values), "n": range(len(values))}) for values in parts]
+    where the column is all missing) join into what one process makes of all the rows
+    (`columns.column`, or `fields`' categories in order of appearance), down to how Arrow
+    writes them; other columns joined as they are."""
+    import pyarrow as pa
+
+    from kdissect.present.analysis import _Categories
+    from kdissect.present.columns import column
+
     every = [value for values in parts for value in values]
+    numbers = pd.Series([n for values in parts for n in range(len(values))], dtype="int64")
     for appearance in (True, False):
+        if appearance:  # as `fields` is made: categories in order of appearance
+            made = [_Categories() for _ in parts]
+            frames = [pd.DataFrame({"c": categories.column([categories.codes(values)]), "n": range(len(values))})
+                      for categories, values in zip(made, parts, strict=True)]
+            whole = _Categories()
+            one = pd.DataFrame({"c": whole.column([whole.codes(every)]), "n": numbers})
+        else:  # as a per-API table is made: categories sorted
+            frames = [pd.DataFrame({"c": column(values, "category"), "n": range(len(values))}) for values in parts]
+            one = pd.DataFrame({"c": column(every, "category"), "n": numbers})
         joined = parallel_tables.concatenated(frames, {"c": "category", "n": "int64"}, appearance=appearance)
-        text = pd.DataFrame({"c": pd.Series(every, dtype=object),
-                             "n": pd.Series([n for values in parts for n in range(len(values))], dtype="int64")})
-        expected = parallel_tables._categories_remade(text, {"c": "category"}, appearance=appearance)  # from the text
-        pd.testing.assert_frame_equal(joined, expected)
+        pd.testing.assert_frame_equal(joined, one)
+        # and written alike: text even where every value is missing (not a column of nulls)
+        assert pa.Table.from_pandas(joined).schema == pa.Table.from_pandas(one).schema
 
 
 def test_the_fuzzers_captures_give_the_same_tables_with_two_jobs() -> None:

@@ -54,7 +54,10 @@ def column(values: Sequence[Any], dtype: str) -> Any:
     if plain is not None and dtype == "int64" and not plain.null_count:
         return plain.to_numpy()
     if dtype == "category":  # categories are text even when every value is missing
-        return pd.Categorical(pd.array(values, dtype="str"))
+        found = pd.Categorical(pd.array(values, dtype="str"))
+        if not len(found.categories):  # (none made so hold no Arrow chunk, which Arrow writes as nulls)
+            found = pd.Categorical.from_codes(found.codes, pd.Index([], dtype="str"))
+        return found
     return pd.array(values, dtype=dtype)
 
 

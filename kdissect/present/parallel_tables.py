@@ -789,6 +789,8 @@ def _recoded(column: pd.Series, *, appearance: bool) -> pd.Categorical | None:
     if not appearance:
         ordered = pd.Categorical(chosen).categories  # as pandas sorts the values present
         found, chosen = ordered.get_indexer(chosen)[found], ordered
+    if not len(chosen):  # as one process makes them: text, which Arrow writes as text even when none
+        chosen = pd.Index([], dtype="str")  # (an Arrow array of no chunks would be written as nulls)
     recoded = np.full(len(codes), -1, dtype=np.int64)
     recoded[present] = found
     return pd.Categorical.from_codes(recoded, chosen)
