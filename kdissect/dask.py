@@ -158,7 +158,7 @@ def to_parquet(tables: Mapping[str, dd.DataFrame], directory: str | os.PathLike[
     written, writes = [], []
     for name, frame in tables.items():
         out = target / name
-        writes += [dask.delayed(write_partitions, pure=False)(part, out, index)
+        writes += [dask.delayed(write_partitions, pure=False)(part, out, index, table=name)
                    for index, part in enumerate(frame.to_delayed())]
         written.append(out)
     dask.compute(*writes)

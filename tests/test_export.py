@@ -79,10 +79,10 @@ def from_parquet(path: Path, expected: pd.DataFrame) -> pd.DataFrame:
     """Read a Parquet table back, normalised only where Parquet legitimately cannot say more.
 
     A categorical column with no categories (a table with no rows, or a column
-    whose every value is missing) has no value type: Arrow writes it as a
-    null-typed column, which reads back as object or float64. Only such
-    columns are cast back, after checking that they hold nothing but missing
-    values. List columns come back as numpy arrays; they become lists again.
+    whose every value is missing) reads back with categories of no values, typed
+    as Parquet has them: only such columns are cast back, after checking that
+    they hold nothing but missing values. List columns come back as numpy
+    arrays; they become lists again.
     """
     frame = pd.read_parquet(path)
     for column in expected.columns:
@@ -126,6 +126,37 @@ def test_the_parquet_export_is_one_dataset_duckdb_reads_by_table_and_capture(
             "hive_partitioning=true, union_by_name=true) group by capture order by capture").fetchall()
         expected = sorted((f"{name}.pcap", len(in_memory[name].table(table))) for name in CAPTURES)
         assert rows == [row for row in expected if row[1]], table
+
+
+def test_every_file_of_a_table_in_the_dataset_has_one_schema(parquet_dir: Path) -> None:
+    """Captures without records, or whose lists of broker ids are all empty, write those
+    columns as the others do (not as nulls), so that Polars, which wants one schema,
+    reads a table's files together. Only a categorical's code width may differ (the
+    number of its categories says it), which every reader widens."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def shape(field: pa.Field) -> tuple[str, pa.DataType]:
+        return field.name, field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+
+    for table in TABLES:
+        schemas = {path.parent.name: [shape(field) for field in pq.read_schema(path)]
+                   for path in sorted((parquet_dir / table).glob("*/*.parquet"))}
+        assert len(schemas) == len(CAPTURES), table
+        first = next(iter(schemas.values()))
+        assert all(schema == first for schema in schemas.values()), (table, schemas)
+        assert not any(pa.types.is_null(kind) or (pa.types.is_list(kind) and pa.types.is_null(kind.value_type))
+                       for _name, kind in first), (table, first)
+
+
+def test_polars_reads_every_table_of_the_dataset(parquet_dir: Path, in_memory: dict[str, Capture]) -> None:
+    import polars as pl
+
+    for table in TABLES:
+        frame = pl.scan_parquet(parquet_dir / table / "*" / "*.parquet", hive_partitioning=True).collect()
+        assert len(frame) == sum(len(capture.table(table)) for capture in in_memory.values()), table
+        assert sorted(frame["capture"].unique().to_list()) == sorted(
+            f"{name}.pcap" for name, capture in in_memory.items() if len(capture.table(table))), table
 
 
 # -- CSV ----------------------------------------------------------------------------------

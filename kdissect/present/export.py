@@ -160,7 +160,7 @@ def written_dataset(capture: Any, target: Path, files: list[str], part: int) -> 
     """Every table of `capture` into the dataset at `target`, a partition for each of `files`."""
     written = []
     for name, frame in capture.tables().items():
-        written.extend(write_partitions(frame, target / name, part, files=files))
+        written.extend(write_partitions(frame, target / name, part, files=files, table=name))
     return written
 
 
@@ -171,10 +171,12 @@ def capture_name(path: str) -> str:
 
 
 def write_partitions(frame: pd.DataFrame, directory: Path, part: int,
-                     files: Iterable[str] = ()) -> list[Path]:
+                     files: Iterable[str] = (), table: str = "") -> list[Path]:
     """A table's rows into a Hive-partitioned Parquet dataset by capture file:
     `directory/capture=<file name>/part.<part>.parquet`, one per capture file of its rows,
-    and an empty one (which keeps the columns) for each of `files` that has none."""
+    and an empty one (which keeps the columns) for each of `files` that has none. The
+    columns of Python objects of `table` are written as their declared types
+    (`parquet_types`), so that every file of a table has one schema."""
     import numpy as np
     import pandas as pd
 
@@ -195,7 +197,7 @@ def write_partitions(frame: pd.DataFrame, directory: Path, part: int,
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"part.{part}.parquet"
         rows = np.isin(codes, [code for code, found in enumerate(of_code) if found == name])
-        write_parquet(frame if rows.all() else frame[rows], path)  # one file's rows: no copy
+        write_parquet(frame if rows.all() else frame[rows], path, parquet_types(table))  # one file's rows: no copy
         written.append(path)
     return written
 
@@ -203,18 +205,38 @@ def write_partitions(frame: pd.DataFrame, directory: Path, part: int,
 WRITE_ROWS = 1 << 20  # rows made into Arrow at once when a table is written: a row group each
 
 
-def write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """`frame` as a Parquet file, as `DataFrame.to_parquet` writes it (no index), made into
-    Arrow `WRITE_ROWS` rows at a time, each a row group: a table of millions of rows
-    (`fields`) then needs beside it the memory of a slice, not of a copy of it whole (two
-    to three times its size)."""
-    if len(frame) <= WRITE_ROWS:
-        frame.to_parquet(path, index=False)
-        return
+def parquet_types(table: str) -> dict[str, Any]:
+    """The Arrow type of each column of Python objects of `table`: what its values make
+    when there are some (lists of broker ids; record keys, values and headers, as
+    `analysis.exportable` gives them), also where a capture has none (no record, or none
+    with headers), which Arrow alone would write as nulls. A dataset's files of one table
+    then have one schema, as Polars needs to read them together."""
+    import pyarrow as pa
+
+    if table == "records":
+        header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+        return {"key": pa.binary(), "value": pa.binary(), "headers": pa.list_(header)}
+    if table == "topic_partitions":
+        return dict.fromkeys(("replica_nodes", "isr_nodes", "eligible_leader_replicas", "last_known_elr",
+                              "offline_replicas"), pa.list_(pa.int64()))
+    return {}
+
+
+def write_parquet(frame: pd.DataFrame, path: Path, types: dict[str, Any] | None = None) -> None:
+    """`frame` as a Parquet file, as `DataFrame.to_parquet` writes it (no index), its
+    columns `types` of those Arrow types, made into Arrow `WRITE_ROWS` rows at a time,
+    each a row group: a table of millions of rows (`fields`) then needs beside it the
+    memory of a slice, not of a copy of it whole (two to three times its size)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pa.Schema.from_pandas(frame, preserve_index=False)
+    for name, kind in (types or {}).items():
+        if name in schema.names:
+            schema = schema.set(schema.get_field_index(name), pa.field(name, kind))
+    if len(frame) <= WRITE_ROWS:
+        frame.to_parquet(path, index=False, schema=schema)
+        return
     with pq.ParquetWriter(path, schema) as writer:
         for start in range(0, len(frame), WRITE_ROWS):
             writer.write_table(pa.Table.from_pandas(frame.iloc[start:start + WRITE_ROWS], schema=schema,
