@@ -133,6 +133,16 @@ def test_a_glob_matching_nothing_says_so(tmp_path: Path) -> None:
         kdissect.read_pcap(str(tmp_path / "nothing-*.pcap"))
 
 
+def test_a_file_of_a_set_that_cannot_be_read_is_named_once(tmp_path: Path) -> None:
+    good = str(CAPTURES / "quorum_story.pcap")
+    (tmp_path / "text.pcap").write_text("hello\n")
+    for bad, why in (("missing.pcap", "No such file or directory"), ("text.pcap", "not a pcap or pcapng file")):
+        path = str(tmp_path / bad)
+        with pytest.raises(CaptureError) as raised:
+            kdissect.read_pcap([good, path])
+        assert str(raised.value).startswith(f"{path}: {why}"), str(raised.value)
+
+
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
 def test_compressed_captures_are_recognised_by_content(suffix: str, tmp_path: Path) -> None:
     capture = CAPTURES / "tansu_topic_partitions.pcap"

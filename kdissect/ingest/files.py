@@ -85,7 +85,8 @@ def _merged(sources: Sequence[CaptureSource], origins: PacketOrigins, report: Re
             first = next(records, None)
         except CaptureError as problem:
             if unreadable is None:
-                raise CaptureError(f"{source_name(source)}: {problem}") from None
+                said, name = str(problem), source_name(source)
+                raise CaptureError(said if said.startswith(f"{name}: ") else f"{name}: {said}") from None
             unreadable(index, problem)
             continue
         if first is not None:
