@@ -141,7 +141,7 @@ from kdissect.ingest.capture import (
     RecordChunk,
 )
 from kdissect.ingest.connections import KafkaConnections, _server_port
-from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records
+from kdissect.ingest.files import CaptureSource, PacketOrigins, merged_records, named
 from kdissect.ingest.framing import DEFAULT_PORTS, MAX_FRAME_SIZE, Connection, Direction, Frame
 from kdissect.ingest.net import RawSegment, decode_tcp
 from kdissect.ingest.reassembly import (
@@ -650,6 +650,7 @@ class _Team:
     def __init__(self, paths: list[str], jobs: int, options: dict[str, Any],
                  prepare: Prepare | None, finish: Finish | None, context: Any, ahead: int | None = None,
                  duplex: bool = False, spooled: bool = False, plan: list[_SharePlan | None] | None = None) -> None:
+        self.paths = paths  # the capture's files, as the workers name them
         self.pipes: list[Pipe] = []
         self.processes: list[Any] = []
         self.finishing = finish is not None  # after its summary a worker sends what it finished
@@ -927,7 +928,7 @@ class _Merge:
                 self.clock.start_ns = event
         elif what == "unreadable":
             if self.unreadable is None:
-                raise CaptureError(event[1])
+                raise CaptureError(named(self.team.paths[event[0]], event[1]))
             self.unreadable(event[0], CaptureError(event[1]))
 
     def number(self, kept: list[Kept]) -> None:
@@ -953,7 +954,7 @@ class _Merge:
                          for key, what, event in found), key=itemgetter(0))
         for _key, worker, what, event in others:
             if what == "unreadable":
-                raise CaptureError(event[1])
+                raise CaptureError(named(self.team.paths[event[0]], event[1]))
             self._other(worker, what, event)
 
     def finish(self, options: dict[str, Any]) -> None:

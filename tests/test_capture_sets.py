@@ -133,14 +133,20 @@ def test_a_glob_matching_nothing_says_so(tmp_path: Path) -> None:
         kdissect.read_pcap(str(tmp_path / "nothing-*.pcap"))
 
 
-def test_a_file_of_a_set_that_cannot_be_read_is_named_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_capture_file_that_cannot_be_read_is_named_once(tmp_path: Path, jobs: int) -> None:
+    """Alone or in a set, with one job or two: the error says which file, once (an error
+    opening a file names it already)."""
     good = str(CAPTURES / "quorum_story.pcap")
     (tmp_path / "text.pcap").write_text("hello\n")
-    for bad, why in (("missing.pcap", "No such file or directory"), ("text.pcap", "not a pcap or pcapng file")):
+    (tmp_path / "empty.pcap").write_bytes(b"")
+    for bad, why in (("missing.pcap", "No such file or directory"), ("text.pcap", "not a pcap or pcapng file"),
+                     ("empty.pcap", "empty file")):
         path = str(tmp_path / bad)
-        with pytest.raises(CaptureError) as raised:
-            kdissect.read_pcap([good, path])
-        assert str(raised.value).startswith(f"{path}: {why}"), str(raised.value)
+        for source in (path, [good, path]):
+            with pytest.raises(CaptureError) as raised:
+                kdissect.read_pcap(source, jobs=jobs)
+            assert str(raised.value).startswith(f"{path}: {why}"), (source, str(raised.value))
 
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))

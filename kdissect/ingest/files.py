@@ -85,8 +85,7 @@ def _merged(sources: Sequence[CaptureSource], origins: PacketOrigins, report: Re
             first = next(records, None)
         except CaptureError as problem:
             if unreadable is None:
-                said, name = str(problem), source_name(source)
-                raise CaptureError(said if said.startswith(f"{name}: ") else f"{name}: {said}") from None
+                raise CaptureError(named(source_name(source), problem)) from None
             unreadable(index, problem)
             continue
         if first is not None:
@@ -95,6 +94,13 @@ def _merged(sources: Sequence[CaptureSource], origins: PacketOrigins, report: Re
     for number, (_timestamp, index, record) in enumerate(merged, 1):
         origins.add(number, index)
         yield (number, *record[1:])
+
+
+def named(name: str, problem: object) -> str:
+    """What went wrong with capture file `name`, said with its name once (an error opening
+    it names it already)."""
+    said = str(problem)
+    return said if said.startswith(f"{name}: ") else f"{name}: {said}"
 
 
 def _naming(name: str, report: Report | None) -> Report | None:

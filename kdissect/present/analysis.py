@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ParamSpec
 
 import numpy as np
 import pandas as pd
@@ -46,7 +46,30 @@ from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
 from kdissect.present.table_spec import Row as TableRow
 from kdissect.present.tables import TABLES, Columns, TableSpec
 
+P = ParamSpec("P")
 
+
+def _naming_its_file(read: Callable[P, Capture]) -> Callable[P, Capture]:
+    """`read_pcap`, whose error about a single capture file names it, as one about a file
+    of a set does ("x.pcap: empty file", not "empty file")."""
+
+    @functools.wraps(read)
+    def named(*args: P.args, **kwargs: P.kwargs) -> Capture:
+        try:
+            return read(*args, **kwargs)
+        except CaptureError as problem:
+            path = args[0] if args else kwargs.get("path")
+            said = str(problem)
+            if not isinstance(path, str | os.PathLike) or said.startswith(f"{os.fspath(path)}: "):
+                raise
+            if isinstance(path, str) and not os.path.exists(path) and glob.has_magic(path):
+                raise  # a glob: what it found, or did not, is said with it
+            raise CaptureError(f"{os.fspath(path)}: {said}") from None
+
+    return named
+
+
+@_naming_its_file
 def read_pcap(
     path: str | os.PathLike[str] | BinaryIO | Sequence[str | os.PathLike[str]],
     ports: Iterable[int] = (),
