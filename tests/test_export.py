@@ -330,16 +330,16 @@ def test_a_long_table_is_written_a_slice_at_a_time_as_pandas_writes_it(shipped_c
     """A table longer than `WRITE_ROWS` is made into Arrow a slice at a time, each a row
     group: the file is byte for byte what pandas writes with row groups of that size, and
     reads back equal (records included: bytes, and headers as key/value structs)."""
-    from kdissect.present import export
+    from kdissect.present import parquet
     from kdissect.present.analysis import exportable
 
     capture = kdissect.read_pcap(shipped_captures / "tansu_records.pcap")
-    monkeypatch.setattr(export, "WRITE_ROWS", 25)
+    monkeypatch.setattr(parquet, "WRITE_ROWS", 25)
     for name in ("fields", "records"):
         frame = exportable(capture.table(name), text=False)
-        assert len(frame) > 2 * export.WRITE_ROWS
-        export.write_parquet(frame, tmp_path / f"{name}.parquet")
-        frame.to_parquet(tmp_path / f"{name}-pandas.parquet", index=False, row_group_size=export.WRITE_ROWS)
+        assert len(frame) > 2 * parquet.WRITE_ROWS
+        parquet.write_parquet(frame, tmp_path / f"{name}.parquet")
+        frame.to_parquet(tmp_path / f"{name}-pandas.parquet", index=False, row_group_size=parquet.WRITE_ROWS)
         assert (tmp_path / f"{name}.parquet").read_bytes() == (tmp_path / f"{name}-pandas.parquet").read_bytes()
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"{name}.parquet"),
                                       pd.read_parquet(tmp_path / f"{name}-pandas.parquet"))

@@ -31,7 +31,7 @@ from kdissect.decode.tree import Node, Role
 from kdissect.decode.values import cycle_collection_paused
 from kdissect.error_codes import error_name
 from kdissect.ingest.capture import CaptureError
-from kdissect.ingest.files import source_name
+from kdissect.ingest.files import named, source_name
 from kdissect.ingest.framing import DEFAULT_PORTS
 from kdissect.notes import Note, listed
 from kdissect.pair.message import Message
@@ -40,6 +40,7 @@ from kdissect.pipeline import CaptureClock, KeyLogSource, read_messages
 from kdissect.present.columns import column as typed_column
 from kdissect.present.columns import typed
 from kdissect.present.html import capture_html
+from kdissect.present.parquet import parquet_types, write_parquet
 from kdissect.present.records import json_value
 from kdissect.present.summary import REQUEST_MISSING, plural
 from kdissect.present.table_spec import CONTEXT_DTYPES, context_values
@@ -54,19 +55,18 @@ def _naming_its_file(read: Callable[P, Capture]) -> Callable[P, Capture]:
     of a set does ("x.pcap: empty file", not "empty file")."""
 
     @functools.wraps(read)
-    def named(*args: P.args, **kwargs: P.kwargs) -> Capture:
+    def reading(*args: P.args, **kwargs: P.kwargs) -> Capture:
         try:
             return read(*args, **kwargs)
         except CaptureError as problem:
             path = args[0] if args else kwargs.get("path")
-            said = str(problem)
-            if not isinstance(path, str | os.PathLike) or said.startswith(f"{os.fspath(path)}: "):
-                raise
+            if not isinstance(path, str | os.PathLike):
+                raise  # a stream, or a set: said of its file where read
             if isinstance(path, str) and not os.path.exists(path) and glob.has_magic(path):
                 raise  # a glob: what it found, or did not, is said with it
-            raise CaptureError(f"{os.fspath(path)}: {said}") from None
+            raise CaptureError(named(os.fspath(path), problem)) from None
 
-    return named
+    return reading
 
 
 @_naming_its_file
@@ -440,7 +440,7 @@ class Capture:
         for name, frame in self.tables().items():
             path = target / f"{name}.{format}"
             if format == "parquet":
-                exportable(frame, text=False).to_parquet(path, index=False)
+                write_parquet(exportable(frame, text=False), path, parquet_types(name))
             else:
                 exportable(frame, text=True).to_csv(path, index=False)
             written.append(path)
