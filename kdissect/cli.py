@@ -512,14 +512,45 @@ def _messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,
 
 
 def _jobs(paths: list[str], args: argparse.Namespace) -> int:
-    """How many worker processes read `paths`: 1 for standard input and TLS key logs."""
-    if args.tls_keylog or args.jobs == 1:
+    """How many worker processes read `paths`: 1 for standard input and TLS key logs. Where
+    `--jobs N` asked for more, the first time says why one process reads."""
+    if args.jobs == 1:
         return 1
     from kdissect.parallel import MAX_JOBS, default_jobs, parallel_readable
 
+    if args.tls_keylog:
+        _one_process(args, "a capture read with a TLS key log is read in one process "
+                           "(TLS 1.2 sessions resume across connections)")
+        return 1
     if not parallel_readable(paths):
+        _one_process(args, _why_one_process(paths))
         return 1
     return min(args.jobs, MAX_JOBS) if args.jobs else default_jobs(paths)
+
+
+def _one_process(args: argparse.Namespace, why: str | None) -> None:
+    if why and args.jobs and not getattr(args, "one_process_said", False):
+        args.one_process_said = True
+        _warn(f"--jobs {args.jobs}: {why}")
+
+
+def _why_one_process(paths: list[str]) -> str | None:
+    """Why these captures cannot be read by worker processes (None: a file that cannot be
+    looked at, which the reading names)."""
+    from kdissect.parallel import portable_definitions
+
+    for path in paths:
+        if path == "-":
+            return "standard input is read in one process (it cannot be read twice)"
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            return None
+        if not regular:
+            return f"{_display_name(path)} is read in one process (a pipe or a device cannot be read twice)"
+    if portable_definitions() is None:
+        return "message definitions from a jar cannot be given to worker processes: one process reads"
+    return None
 
 
 def _parallel_messages(paths: list[str], args: argparse.Namespace, clock: CaptureClock,

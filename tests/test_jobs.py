@@ -213,12 +213,28 @@ def test_a_count_filter_and_api_choice_stop_the_workers_early(capsys: pytest.Cap
 
 def test_standard_input_is_read_in_one_process(capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same output; asked for two jobs, the command says once why one process reads
+    (by default, with no --jobs, it says nothing)."""
     capture = SHIPPED[0].read_bytes()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(capture)))
-    status, out, _ = run(capsys, "--jobs", "2", "-")
+    status, out, err = run(capsys, "--jobs", "2", "-")
+    assert err == "kdissect: --jobs 2: standard input is read in one process (it cannot be read twice)\n"
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(capture)))
     assert (status, out) == run(capsys, SHIPPED[0].as_posix())[:2]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(capture)))
+    assert run(capsys, "-")[1:] == (out, "")
     assert parallel.default_jobs([sys.stdin.buffer]) == 1
+
+
+def test_a_tls_key_log_is_read_in_one_process_and_said_so(capsys: pytest.CaptureFixture[str],
+                                                          tmp_path: Path) -> None:
+    keys = tmp_path / "keys.log"
+    keys.write_text("CLIENT_RANDOM " + "00" * 32 + " " + "00" * 48 + "\n")
+    path = SHIPPED[0].as_posix()
+    status, out, err = run(capsys, "--jobs", "2", "--tls-keylog", str(keys), path)
+    assert err == ("kdissect: --jobs 2: a capture read with a TLS key log is read in one process "
+                   "(TLS 1.2 sessions resume across connections)\n")
+    assert (status, out, "") == run(capsys, "--tls-keylog", str(keys), path)
 
 
 def test_tables_are_equal_with_two_jobs(every_capture: list[str], lossy: str,
@@ -474,8 +490,9 @@ def test_a_fifo_is_read_in_one_process(capsys: pytest.CaptureFixture[str], tmp_p
         piped = run(capsys, "--jobs", "2", "-V", str(fifo))
     finally:
         writer.join(timeout=30)
-    assert piped == run(capsys, "--jobs", "1", "-V", str(capture))
+    assert piped[:2] == run(capsys, "--jobs", "1", "-V", str(capture))[:2]
     assert piped[1]
+    assert piped[2] == f"kdissect: --jobs 2: {fifo} is read in one process (a pipe or a device cannot be read twice)\n"
 
 
 def _children(pid: int) -> list[int]:
