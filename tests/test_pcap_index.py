@@ -277,6 +277,29 @@ def test_the_plan_places_written_packets_alike_in_c_and_python(buckets_in_c: Buc
     assert planned(path, buckets_in_c, 3) == expected
 
 
+def test_the_plan_in_c_keeps_many_connections_apart(buckets_in_c: Buckets, folder: Path) -> None:
+    """More connections than the C loop keeps the buckets of (its recent flows' slots),
+    their segments in both directions, interleaved and coming back in a shuffled order:
+    each record still has its own connection's bucket."""
+    import random
+
+    def head(client: int, toward_server: bool) -> bytes:
+        ends = [bytes([10, 1, 0, client % 5]), bytes([10, 0, 0, 1 + client % 3])]  # few hosts, many ports
+        ports = [struct.pack(">H", 30000 + client), struct.pack(">H", 9092)]
+        if not toward_server:
+            ends.reverse()
+            ports.reverse()
+        return packet_head(ends[0] + ends[1] + ports[0] + ports[1] + b"\x00\x00", True, 5, 6, 0, 5, 40, False)
+
+    turns = [(client, toward) for client in range(1500) for toward in (True, False)] * 3
+    random.Random(7).shuffle(turns)
+    path = folder / "many.pcap"
+    path.write_bytes(pcap_bytes([Record(head(*turn) + bytes(12), ns=n) for n, turn in enumerate(turns)]))
+    expected = decoded(path)
+    assert min(expected) >= 0 and len(set(expected)) > 32
+    assert planned(path, buckets_in_c) == planned(path, _python_buckets) == expected
+
+
 def test_the_plan_in_c_refuses_what_it_cannot_mean(buckets_in_c: Buckets) -> None:
     import numpy as np
 

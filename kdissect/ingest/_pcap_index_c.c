@@ -37,6 +37,15 @@ header_field(const unsigned char *at, int big_endian)
     return (uint32_t)at[3] << 24 | (uint32_t)at[2] << 16 | (uint32_t)at[1] << 8 | at[0];
 }
 
+/* Asks for the memory at `at` before it is read (where the compiler can): a walk whose
+ * next place is known only once a header is read would otherwise wait for memory at
+ * every record. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(at) __builtin_prefetch(at)
+#else
+#define PREFETCH(at) ((void)0)
+#endif
+#define PREFETCH_AHEAD 4096 /* bytes: the walk over the headers asks this far ahead of itself */
 #define COLUMNS 5 /* where each header starts; its seconds, sub-second part, captured and original lengths */
 
 PyDoc_STRVAR(record_heads_doc,
@@ -92,6 +101,8 @@ record_heads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         const unsigned char *header = data + position;
+        if (end - position > PREFETCH_AHEAD)
+            PREFETCH(header + PREFETCH_AHEAD);
         uint32_t captured = header_field(header + 8, big_endian);
         out[done] = position;
         out[room + done] = header_field(header, big_endian);
@@ -124,6 +135,7 @@ be16(const unsigned char *at)
 
 #define FLOW_HEAD 48 /* the bytes of a record the plan reads: Ethernet, IPv4 and TCP up to its data offset */
 #define BUCKETS 64   /* reassembly.CLOSED_BUCKETS */
+#define PREFETCH_RECORDS 8 /* the buckets' loop asks for the record this many ahead */
 
 /* An endpoint as reassembly.flow_bucket writes it: its 4 address bytes, then its port in
  * decimal digits; the length written. */
@@ -142,16 +154,46 @@ endpoint(unsigned char *out, const unsigned char *address, unsigned port)
     return 4 + length;
 }
 
+/* Buckets of recent flows: a record's 12 bytes of addresses and ports (as sent), and the
+ * bucket they gave, in a slot chosen by those bytes. Records of one connection come in
+ * runs and return, so most records find theirs here rather than formatting their
+ * endpoints and hashing the text again. */
+#define FLOW_SLOTS 256
+typedef struct {
+    unsigned char flow[12];
+    signed char bucket; /* -1: the slot is empty */
+} FlowSlot;
+
+static int flow_bucket_of(const unsigned char *head);
+
 /* The bucket of the record at `head` (FLOW_HEAD bytes of it, `captured` in all), or -1
- * when it is not a plain Ethernet IPv4 TCP segment (what parallel._plain_tcp checks). */
+ * when it is not a plain Ethernet IPv4 TCP segment (what parallel._plain_tcp checks);
+ * `slots`: the recent flows' buckets, kept up to date. */
 static int
-flow_bucket(const unsigned char *head, int64_t captured)
+flow_bucket(const unsigned char *head, int64_t captured, FlowSlot *slots)
 {
     unsigned total = be16(head + 16), data_offset = head[46];
     int64_t start = 34 + (int64_t)(data_offset >> 4) * 4;
     if (be16(head + 12) != 0x0800 || head[14] != 0x45 || head[23] != 6 || (be16(head + 20) & 0x3FFF) != 0
         || data_offset < 0x50 || start > 14 + (int64_t)total || start > captured)
         return -1;
+    const unsigned char *flow = head + 26; /* source and destination addresses, then ports */
+    uint32_t mix = 0;
+    for (int at = 0; at < 12; at++)
+        mix = mix * 31 + flow[at];
+    FlowSlot *slot = &slots[(mix ^ (mix >> 16)) % FLOW_SLOTS];
+    if (slot->bucket >= 0 && memcmp(slot->flow, flow, 12) == 0)
+        return slot->bucket;
+    memcpy(slot->flow, flow, 12);
+    slot->bucket = (signed char)flow_bucket_of(head);
+    return slot->bucket;
+}
+
+/* The bucket of a plain Ethernet IPv4 TCP segment's connection, as reassembly.flow_bucket
+ * computes it. */
+static int
+flow_bucket_of(const unsigned char *head)
+{
     /* The endpoints lower one first, as Python sorts (address bytes, port) pairs. */
     const unsigned char *source = head + 26, *destination = head + 30;
     unsigned source_port = be16(head + 34), destination_port = be16(head + 36);
@@ -201,8 +243,18 @@ flow_buckets(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     signed char *out = (signed char *)PyBytes_AS_STRING(buckets);
     const unsigned char *bytes = data.buf;
+    FlowSlot slots[FLOW_SLOTS];
+    for (int at = 0; at < FLOW_SLOTS; at++)
+        slots[at].bucket = -1;
     for (Py_ssize_t index = 0; index < count; index++) {
         int64_t start, length;
+        if (index + PREFETCH_RECORDS < count) { /* the record read that many from now, on its way */
+            int64_t later;
+            memcpy(&later, (const char *)starts.buf + (index + PREFETCH_RECORDS) * (Py_ssize_t)sizeof later,
+                   sizeof later);
+            if (later >= 0 && later < (int64_t)data.len)
+                PREFETCH(bytes + later);
+        }
         memcpy(&start, (const char *)starts.buf + index * (Py_ssize_t)sizeof start, sizeof start);
         memcpy(&length, (const char *)captured.buf + index * (Py_ssize_t)sizeof length, sizeof length);
         if (length < FLOW_HEAD) {
@@ -214,7 +266,7 @@ flow_buckets(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_ValueError, "flow_buckets: a record beyond the data");
             goto done;
         }
-        out[index] = (signed char)flow_bucket(bytes + start, length);
+        out[index] = (signed char)flow_bucket(bytes + start, length, slots);
     }
 done:
     PyBuffer_Release(&captured);
