@@ -108,13 +108,13 @@ least `PARALLEL_BYTES` (below that, starting the workers costs more than they ga
 
 from __future__ import annotations
 
+import array
 import contextlib
 import contextvars
 import gc
 import heapq
 import importlib
 import io
-import itertools
 import multiprocessing
 import os
 import pickle
@@ -1013,6 +1013,8 @@ class _Worker:
         self.kept: list[Message] = []  # with `finish`: every message of the share
         self.share: list[Message] = []  # those messages, kept for the answers (`_serve`)
         self.held: list[Any] | None = [] if options.get("hold") else None  # frame events not yet sent
+        # ... and their keys, five int64 each, in order (a list of keys once one does not fit)
+        self.held_keys: array.array[int] | list[Key] = array.array("q")
         self.options = options
         self.pending: list[Any] = []  # events not yet keyed: frames, connections, notes
         self.batch: Any = Columns() if self.light else []  # else the events as they are
@@ -1293,8 +1295,25 @@ class _Worker:
                       frame.complete, frame.notes, file, ready, *header)
         if self.held is not None:  # sent only when asked for (`_serve_held`): its key now
             self.held.append(event)
-            event = None
+            self.sequence += 1
+            self._held_key((*key, self.sequence))
+            return
         self._event(key, "frame", event)
+
+    def _held_key(self, key: Key) -> None:
+        """The key of a frame held back, put with the others: in an int64 array, which goes
+        to the parent as it is (`Kept`), with nothing to gather or free once the share is
+        read; in a list from the first key that does not fit."""
+        keys = self.held_keys
+        if isinstance(keys, list):
+            keys.append(key)
+            return
+        try:
+            keys.extend(key)
+        except OverflowError:
+            del keys[len(keys) - len(keys) % 5:]  # what went in of this key
+            self.held_keys = [tuple(keys[start:start + 5]) for start in range(0, len(keys), 5)]  # type: ignore[misc]
+            self.held_keys.append(key)
 
     def _event(self, key: tuple[int, int, int, int], what: str, event: Any) -> None:
         self.sequence += 1
@@ -1308,8 +1327,8 @@ class _Worker:
     def _send_batch(self) -> None:
         self.batch_text = 0
         if self.held is not None:  # holding its frames, it sends every event once its share is read
-            self.pipe.send(("keys", _compact(self.batch)))
-            self.batch = []
+            self.pipe.send(("keys", _kept(self.held_keys, self.batch)))
+            self.held_keys, self.batch = array.array("q"), []
         elif self.light:
             if self.batch:
                 self.pipe.send(self.batch.payload(self.read))
@@ -1455,15 +1474,15 @@ def _shared(memory: int, arrays: list[pickle.PickleBuffer]) -> list[tuple[int, i
     import mmap
 
     places, size = [], 0
-    for array in arrays:
-        length = array.raw().nbytes
+    for buffer in arrays:
+        length = buffer.raw().nbytes
         places.append((size, length))
         size += -(-length // 64) * 64
     if size:
         os.ftruncate(memory, size)
         with mmap.mmap(memory, size) as shared:
-            for (start, length), array in zip(places, arrays, strict=True):
-                shared[start:start + length] = array.raw()
+            for (start, length), buffer in zip(places, arrays, strict=True):
+                shared[start:start + length] = buffer.raw()
     return places
 
 
@@ -1640,16 +1659,16 @@ def _handed(released: list[tuple[Any, Any]], hand: Callable[[list[tuple[Any, Any
     return []
 
 
-def _compact(batch: Batch) -> Kept:
+def _kept(keys: array.array[int] | list[Key], others: Batch) -> Kept:
     """Every event of a worker that holds its frames, as the parent keeps them (`Kept`): the
-    keys of its frames as one array, a row each (a list when a key does not fit in 64 bits),
-    which goes through a pipe and is put in order at once; the other events as they are."""
+    keys of its frames (`_Worker._held_key`) as one array, a row each (a list when a key does
+    not fit in 64 bits), which goes through a pipe and is put in order at once; the other
+    events as they are."""
     import numpy as np
 
-    frames: Any = [key for key, what, _event in batch if what == "frame"]
-    with contextlib.suppress(OverflowError):
-        frames = np.fromiter(itertools.chain.from_iterable(frames), np.int64, 5 * len(frames)).reshape(-1, 5)
-    return frames, [item for item in batch if item[1] != "frame"]
+    if isinstance(keys, list):
+        return keys, others
+    return np.frombuffer(keys, dtype=np.int64).reshape(-1, 5), others
 
 
 def _replayed(worker: int, kept: Kept, held: list[Any]) -> Iterator[tuple[Key, int, str, Any]]:

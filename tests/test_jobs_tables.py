@@ -4,6 +4,7 @@ are the tables one process makes, numbered as the capture is."""
 from __future__ import annotations
 
 import _thread
+import array
 import functools
 import gc
 import os
@@ -12,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -23,9 +25,10 @@ from kdissect.pair.message import Message
 from kdissect.parallel import (
     MessagesToCome,
     WorkerError,
-    _compact,
+    _kept,
     _Merge,
     _replayed,
+    _Worker,
     read_to_come,
     serve_waiting,
 )
@@ -234,18 +237,33 @@ def test_workers_holding_frames_end_with_the_capture(many: str) -> None:
     assert not any(worker.is_alive() for worker in workers)
 
 
+def _kept_of(events: list[tuple[Any, str, Any]]) -> Any:
+    """What a worker holding its frames sends of `events` once its share is read: each
+    frame's key put with the others as it comes (`_Worker._held_key`), then `_kept`."""
+    worker = SimpleNamespace(held_keys=array.array("q"))
+    others = []
+    for key, what, event in events:
+        if what == "frame":
+            _Worker._held_key(worker, key)  # type: ignore[arg-type]
+        else:
+            others.append((key, what, event))
+    return _kept(worker.held_keys, others)
+
+
 def test_keys_beyond_64_bits_are_numbered_as_tuples() -> None:
     """A worker's keys travel as one array of 64-bit integers; a key that does not fit (a
-    connection closed at a capture time far off) travels as a tuple, and numbers the same."""
+    connection closed at a capture time far off) makes them travel as tuples, which number
+    the same."""
     far = 1 << 70
     first = [((1, 0, 0, 0, 1), "frame", None), ((3, 1, far, 2, 2), "frame", None)]
     second = [((2, 0, 0, 0, 1), "open", (0, "client", "server", False)), ((2, 0, 0, 0, 2), "frame", None),
               ((4, 0, 0, 0, 3), "frame", None)]
-    kept = [_compact(first), _compact(second)]
-    assert isinstance(kept[0][0], list)
+    kept = [_kept_of(first), _kept_of(second)]
+    assert kept[0][0] == [(1, 0, 0, 0, 1), (3, 1, far, 2, 2)]  # (the first key's values: not one more)
     assert kept[1][0].tolist() == [[2, 0, 0, 0, 2], [4, 0, 0, 0, 3]]
+    assert _kept_of([*first, ((5, 0, 0, 0, 3), "frame", None)])[0][-1] == (5, 0, 0, 0, 3)  # and on as tuples
     near = [first[0], ((3, 1, 5, 2, 2), "frame", None)]
-    for both in (kept, [_compact(near), kept[1]]):  # as tuples, then as arrays
+    for both in (kept, [_kept_of(near), kept[1]]):  # as tuples, then as arrays
         merged = _Merge(SimpleNamespace(pipes=[None, None]), None, None, None, {}, keep_numbers=True)  # type: ignore[arg-type]
         merged.number(both)
         assert [list(numbers) for numbers in merged.numbers] == [[1, 3], [2, 4]]
