@@ -13,6 +13,7 @@ import bz2
 import gzip
 import io
 import lzma
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,15 @@ def test_a_capture_file_that_cannot_be_read_is_named_once(tmp_path: Path, jobs: 
             with pytest.raises(CaptureError) as raised:
                 kdissect.read_pcap(source, jobs=jobs)
             assert str(raised.value).startswith(f"{path}: {why}"), (source, str(raised.value))
+
+
+def test_an_open_file_that_cannot_be_read_is_named_and_a_nameless_stream_is_not(tmp_path: Path) -> None:
+    text = tmp_path / "text.pcap"
+    text.write_text("hello\n")
+    with text.open("rb") as stream, pytest.raises(CaptureError, match=rf"^{re.escape(str(text))}: not a pcap"):
+        kdissect.read_pcap(stream)
+    with pytest.raises(CaptureError, match=r"^not a pcap"):
+        kdissect.read_pcap(io.BytesIO(b"hello\n"))
 
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))

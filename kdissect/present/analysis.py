@@ -51,8 +51,8 @@ P = ParamSpec("P")
 
 
 def _naming_its_file(read: Callable[P, Capture]) -> Callable[P, Capture]:
-    """`read_pcap`, whose error about a single capture file names it, as one about a file
-    of a set does ("x.pcap: empty file", not "empty file")."""
+    """`read_pcap`, whose error about a single capture file (or an open file) names it, as
+    one about a file of a set does ("x.pcap: empty file", not "empty file")."""
 
     @functools.wraps(read)
     def reading(*args: P.args, **kwargs: P.kwargs) -> Capture:
@@ -61,7 +61,10 @@ def _naming_its_file(read: Callable[P, Capture]) -> Callable[P, Capture]:
         except CaptureError as problem:
             path = args[0] if args else kwargs.get("path")
             if not isinstance(path, str | os.PathLike):
-                raise  # a stream, or a set: said of its file where read
+                name = getattr(path, "name", None)  # an open file names its own
+                if isinstance(name, str) and name:
+                    raise CaptureError(named(name, problem)) from None
+                raise  # a stream of no name, or a set: said of its file where read
             if isinstance(path, str) and not os.path.exists(path) and glob.has_magic(path):
                 raise  # a glob: what it found, or did not, is said with it
             raise CaptureError(named(os.fspath(path), problem)) from None
