@@ -10,9 +10,11 @@ many concurrent connections built from real exchanges.
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import io
 import lzma
+import random
 import re
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import zstandard
 import kdissect
 from benchmarks.make_capture import build
 from kdissect.ingest.capture import CaptureError
+from kdissect.ingest.compressed import ZstdFrames
 from kdissect.pipeline import read_messages
 from tests.conftest import CAPTURES, ROOT
 from tools.split_capture import packet_count, random_cuts, split
@@ -177,15 +180,85 @@ def test_a_compressed_set_mixes_with_plain_files(tmp_path: Path) -> None:
     assert signature(parts) == signature(capture)
 
 
-def test_a_cut_compressed_capture_gives_one_note_and_what_it_holds(tmp_path: Path) -> None:
-    capture = CAPTURES / "quorum_story.pcap"
-    packed = gzip.compress(capture.read_bytes())
-    cut = tmp_path / "cut.pcap.gz"
+@pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
+def test_a_cut_compressed_capture_gives_one_note_and_what_it_holds(suffix: str, many_connections: Path,
+                                                                   tmp_path: Path) -> None:
+    # bzip2 at its smallest blocks (100 kB), so that half the file holds whole blocks
+    compress = functools.partial(bz2.compress, compresslevel=1) if suffix == "bz2" else COMPRESSORS[suffix]
+    packed = compress(many_connections.read_bytes())
+    cut = tmp_path / f"cut.pcap.{suffix}"
     cut.write_bytes(packed[: len(packed) // 2])
     problems: list[Any] = []
     messages = list(read_messages(cut, report=problems.append))
-    assert 0 < len(messages) < len(list(read_messages(capture)))
-    assert any("gzip-compressed capture is cut short or corrupt" in str(n) for n in problems)
+    assert 0 < len(messages) < len(list(read_messages(many_connections)))
+    kind = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}[suffix]
+    said = [note.message for note in problems if "-compressed" in note.message]
+    assert said == [f"{kind}-compressed capture is cut short or corrupt ({said[0].split('(', 1)[1]}"], problems
+    assert said[0].endswith("; the rest cannot be read")
+
+
+def zstd_frames(data: bytes) -> bytes:
+    """`data` as zstd frames of every kind the format has: with and without a checksum and
+    a content size, many blocks (raw, RLE and compressed), and a skippable frame between."""
+    third = len(data) // 3
+    with_all = zstandard.ZstdCompressor(write_checksum=True, write_content_size=True)
+    bare = zstandard.ZstdCompressor(write_checksum=False, write_content_size=False)
+    skippable = (0x184D2A57).to_bytes(4, "little") + (6).to_bytes(4, "little") + b"kafka!"
+    streamed = bare.compressobj()  # no content size, blocks as they come
+    middle = b"".join(streamed.compress(data[at:min(at + 4096, 2 * third)]) for at in range(third, 2 * third, 4096))
+    return (with_all.compress(data[:third]) + skippable + middle + streamed.flush()
+            + with_all.compress(data[2 * third:]))
+
+
+def test_the_zstd_frame_follower_knows_a_whole_stream_from_every_cut_of_it() -> None:
+    """Raw, RLE and compressed blocks (random bytes, zeros, text), frames with and without
+    checksums and content sizes, a skippable frame: whole at the end, and at no cut inside
+    a frame, whatever the reads' sizes."""
+    rng = random.Random(5)
+    data = bytes(1 << 18) + rng.randbytes(9_000)  # blocks: compressed, zeros (RLE), noise (raw)
+    frames = [zstandard.ZstdCompressor(write_checksum=True).compress(data),
+              (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc",
+              zstandard.ZstdCompressor(level=-3, write_content_size=False).compress(b"Produce v9 " * 30_000)]
+    stream = b"".join(frames)
+    ends = {len(frames[0]), len(frames[0]) + len(frames[1]), len(stream)}  # where frames end
+    cuts = {*range(0, 40), *(end + step for end in ends for step in range(-20, 20)),
+            *(rng.randrange(len(stream)) for _ in range(300))}
+    for cut in sorted(at for at in cuts if 0 <= at <= len(stream)):
+        for size in (1, 7, 1 << 20) if cut < 64 or cut % 7 == 0 else (4096,):
+            follower = ZstdFrames(io.BytesIO(stream[:cut]))
+            while follower.read(size):
+                pass
+            assert follower.whole() == (cut in ends or cut == 0), (cut, size)
+
+
+def test_zstd_frames_of_every_kind_read_whole_and_a_cut_in_any_is_said(many_connections: Path,
+                                                                      tmp_path: Path) -> None:
+    """python-zstandard's reader ends quietly where its input stops inside a frame: the
+    frames are followed, so that such a cut is said, as gzip's and xz's are."""
+    data = many_connections.read_bytes()
+    packed = zstd_frames(data)
+    whole = tmp_path / "whole.zst"
+    whole.write_bytes(packed)
+    problems: list[Any] = []
+    assert signature(whole) == signature(many_connections)
+    list(read_messages(whole, report=problems.append))
+    assert problems == []
+    # cuts inside each frame's header, its blocks, its checksum, and the skippable frame
+    first = len(zstandard.ZstdCompressor(write_checksum=True).compress(data[: len(data) // 3]))
+    for end in (5, 9, first // 2, first - 2, first + 3, first + 10, len(packed) - 2):
+        cut = tmp_path / "cut.zst"
+        cut.write_bytes(packed[:end])
+        problems = []
+        try:
+            list(read_messages(cut, report=problems.append))
+        except CaptureError as error:  # nothing decompressed at all
+            assert "holds no capture" in str(error)
+        assert "zstd-compressed capture is cut short or corrupt (the input ends inside a frame)" in (
+            problems[0].message), (end, problems)
+    cut.write_bytes(packed[:first + 14])  # right after the skippable frame: whole frames
+    problems = []
+    list(read_messages(cut, report=problems.append))
+    assert not any("compressed" in note.message for note in problems), problems
 
 
 def run_cli(*arguments: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
