@@ -24,7 +24,7 @@ MAGICS: tuple[tuple[bytes, str], ...] = (
     (b"\x1f\x8b", "gzip"),
     (b"BZh", "bzip2"),
     (b"\xfd7zXZ\x00", "xz"),
-    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (ZSTD_MAGIC := b"\x28\xb5\x2f\xfd", "zstd"),
 )
 
 
@@ -43,6 +43,7 @@ def compression_of(head: bytes) -> str | None:
 def decompressing(stream: Any, kind: str, report: Report) -> Decompressed:
     """A reader of the decompressed bytes of `stream` (positioned at its first byte)."""
     # The readers outlive this function: Decompressed.close() closes them.
+    frames = None
     match kind:
         case "gzip":
             inner: Any = gzip.GzipFile(fileobj=stream, mode="rb")
@@ -56,10 +57,9 @@ def decompressing(stream: Any, kind: str, report: Report) -> Decompressed:
             frames = ZstdFrames(stream)
             source: Any = frames  # a file to the reader, which asks only `read` of it
             inner = zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True)
-            return Decompressed(inner, kind, report, frames)
         case _:
             raise ValueError(f"unknown compression {kind!r}")
-    return Decompressed(inner, kind, report)
+    return Decompressed(inner, kind, report, frames)
 
 
 class Decompressed:
@@ -141,7 +141,7 @@ class ZstdFrames:
 
     def _header(self, value: int) -> None:
         if self.state == "magic":
-            if value == ZSTD_MAGIC:
+            if value == FRAME_MAGIC:
                 self.state, self.need = "descriptor", 1
             elif value & ~0xF == SKIPPABLE_MAGIC:
                 self.state, self.need = "skippable", 4
@@ -167,5 +167,5 @@ class ZstdFrames:
                 self.state, self.need = "magic", 4
 
 
-ZSTD_MAGIC = 0xFD2FB528
+FRAME_MAGIC = int.from_bytes(ZSTD_MAGIC, "little")
 SKIPPABLE_MAGIC = 0x184D2A50  # 0x184D2A50 to 0x184D2A5F
